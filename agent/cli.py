@@ -1,0 +1,106 @@
+"""`heron`: flags, environment and TOML → settings; then speak ACP on stdin/stdout.
+
+Start-up is tuned for the editor's first question. The heavy imports (asyncio, pydantic,
+jsonrpcserver) start in a background thread while the main thread reads the first line; if it
+is a plain `initialize` it is answered at once from `agent.handshake`, then the full server takes
+over the same stdin buffer. The model client (openai) is imported later still, on first use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+from typing import Any
+
+from agent import __version__
+from agent.config import MODES, ConfigError, Settings, load_settings
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="heron",
+        description="Heron, a coding agent for the Agent Client Protocol. With no arguments it "
+        "speaks ACP (JSON-RPC 2.0, one message per line) on stdin/stdout, as editors expect.",
+        epilog="Environment: OPENAI_API_KEY, OPENAI_BASE_URL, HERON_MODEL, HERON_MODE, "
+        "HERON_CONFIG, HERON_LOG_LEVEL, HERON_LOG_FILE. Flags beat environment beat the config "
+        "file (default ~/.config/heron/config.toml).",
+    )
+    parser.add_argument("--version", action="version", version=f"heron {__version__}")
+    parser.add_argument("--model", help="model name, e.g. gpt-4.1 or qwen2.5-coder:7b")
+    parser.add_argument("--base-url", dest="base_url", help="OpenAI-compatible endpoint URL")
+    parser.add_argument("--mode", choices=MODES, help="permission mode (default: ask)")
+    parser.add_argument(
+        "--max-turn-requests",
+        dest="max_turn_requests",
+        type=int,
+        help="model requests allowed per prompt turn (default: 50)",
+    )
+    parser.add_argument("--config", help="TOML config file (default: ~/.config/heron/config.toml)")
+    parser.add_argument(
+        "--log-level",
+        dest="log_level",
+        choices=["debug", "info", "warning", "error"],
+        help="stderr log level",
+    )
+    parser.add_argument("--log-file", dest="log_file", help="also write logs to this file")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    flags = {k: v for k, v in vars(args).items() if k != "config"}
+    try:
+        settings = load_settings(flags, args.config or os.environ.get("HERON_CONFIG"))
+    except ConfigError as exc:
+        print(f"heron: {exc}", file=sys.stderr)
+        return 2
+    return serve_stdio(settings)
+
+
+def serve_stdio(settings: Settings) -> int:
+    stdin = sys.stdin.buffer
+    stdout = sys.stdout.buffer
+    # Nothing but protocol may reach stdout: from here on a stray print() lands on stderr.
+    sys.stdout = sys.stderr
+
+    warm = threading.Thread(target=_import_server, name="heron-warm-up", daemon=True)
+    warm.start()
+
+    first = stdin.readline()
+    pending: list[bytes] = []
+    initialize_params: dict[str, Any] | None = None
+    message = _parse(first)
+    if message is not None and _is_plain_initialize(message):
+        from agent.handshake import initialize_result
+
+        answer = {"jsonrpc": "2.0", "id": message["id"], "result": initialize_result()}
+        stdout.write(json.dumps(answer, separators=(",", ":")).encode() + b"\n")
+        stdout.flush()
+        initialize_params = message["params"]
+    elif first:
+        pending.append(first)
+
+    warm.join()
+    from agent.server import run_server
+
+    return run_server(settings, stdin, stdout, pending, initialize_params, at_eof=not first)
+
+
+def _import_server() -> None:
+    import agent.server  # noqa: F401  (warms the module cache for the main thread)
+
+
+def _parse(line: bytes) -> Any:
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None
+
+
+def _is_plain_initialize(message: Any) -> bool:
+    from agent.handshake import is_plain_initialize
+
+    return is_plain_initialize(message)

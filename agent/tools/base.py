@@ -1,0 +1,157 @@
+"""The one contract every tool implements, built-in or (later) MCP.
+
+The turn loop only ever sees `Tool`: it sends `input_schema()` to the model, asks
+`describe()` what to show before running, lets the permission policy read `kind`,
+`safety()`, `permission_keys()` and `paths()`, then drives `execute()` and turns what it yields
+into `tool_call_update`s. The loop, not the tool, owns the toolCallId, rawInput, status and
+every notification, so a tool never talks to the wire.
+
+Cancellation is anyio's: when the turn is cancelled the tool's pending `await` raises the
+backend's cancellation exception. A tool that holds an outside resource (a process, a client
+terminal) releases it in `finally` under `anyio.CancelScope(shield=True)`.
+"""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+
+from pydantic import BaseModel
+
+from agent.protocol import ContentItem, PlanEntry, ToolCallContent, ToolCallLocation, ToolKind
+
+if TYPE_CHECKING:
+    from agent.tools.files_backend import Files
+
+
+class Safety(enum.Enum):
+    """What running a call can do to the world; the permission policy reads this."""
+
+    READ_ONLY = "read-only"
+    MUTATING = "mutating"  # changes files in a way the user can review (edits)
+    DESTRUCTIVE = "destructive"  # deletes, moves, arbitrary commands
+    NETWORK = "network"  # reaches outside the machine
+
+
+@dataclass
+class Preview:
+    """What the editor shows before a call runs (and in the permission request)."""
+
+    title: str
+    locations: list[ToolCallLocation] = field(default_factory=list)
+    content: list[ToolCallContent] = field(default_factory=list)
+    # Whatever the tool computed while describing (e.g. the text an edit was computed from),
+    # handed back to execute() so it can check nothing changed in between.
+    state: Any = None
+
+
+@dataclass
+class Progress:
+    """A running call's news: each set field replaces the one shown in the editor."""
+
+    content: list[ToolCallContent] | None = None
+    title: str | None = None
+    locations: list[ToolCallLocation] | None = None
+
+
+@dataclass
+class PlanChanged:
+    """The agent's plan, complete, to be sent as a `plan` update."""
+
+    entries: list[PlanEntry]
+
+
+@dataclass
+class ToolResult:
+    """The end of a call: exactly one per execute(), always last."""
+
+    ok: bool
+    output: str  # what the model reads (the loop truncates it if needed)
+    content: list[ToolCallContent] | None = None  # what the editor shows; None: `output` as text
+    raw_output: Any = None
+    locations: list[ToolCallLocation] | None = None
+
+    @classmethod
+    def failure(cls, reason: str) -> ToolResult:
+        return cls(ok=False, output=reason, content=[ContentItem.of(reason)])
+
+
+ToolEvent = Progress | PlanChanged | ToolResult
+
+ClientRequest = Callable[[str, dict[str, Any]], Awaitable[Any]]
+
+
+@dataclass
+class ToolContext:
+    """What a running tool may use; the same whether work goes through the client or not."""
+
+    cwd: Path
+    session_id: str
+    files: Files  # text files: through the client's fs/* when advertised, else the local disk
+    client_request: ClientRequest  # send a request to the client, await its result
+    client_terminal: bool  # the client advertised terminal/*
+    settings: Any = None  # agent.config.Settings (limits, timeouts)
+
+    def resolve(self, path: str) -> Path:
+        """An absolute, normalised path; relative paths are taken from the session cwd."""
+        p = Path(path).expanduser()
+        if not p.is_absolute():
+            p = self.cwd / p
+        return Path(_normpath(str(p)))
+
+
+def _normpath(path: str) -> str:
+    import os.path
+
+    return os.path.normpath(path)
+
+
+class ToolError(Exception):
+    """A failure the model can act on; its message becomes the failed call's reason."""
+
+
+ArgsT = TypeVar("ArgsT", bound=BaseModel)
+
+
+class Tool(ABC, Generic[ArgsT]):
+    name: ClassVar[str]
+    description: ClassVar[str]
+    kind: ClassVar[ToolKind]
+    Args: ClassVar[type[BaseModel]]
+
+    def input_schema(self) -> dict[str, Any]:
+        """JSON Schema of the arguments, as sent to the model."""
+        schema = self.Args.model_json_schema()
+        schema.pop("title", None)
+        return schema
+
+    def parse_args(self, raw: dict[str, Any]) -> ArgsT:
+        """Validate the model's arguments; pydantic's ValidationError explains what is wrong."""
+        return self.Args.model_validate(raw)  # type: ignore[return-value]
+
+    @abstractmethod
+    def safety(self, args: ArgsT) -> Safety: ...
+
+    def paths(self, args: ArgsT, ctx: ToolContext) -> list[Path]:
+        """Absolute paths the call touches; the policy asks when one is outside the cwd."""
+        return []
+
+    def permission_keys(self, args: ArgsT) -> list[str]:
+        """What an "always" answer remembers. All keys must be remembered to skip asking."""
+        return [self.name]
+
+    @abstractmethod
+    async def describe(self, args: ArgsT, ctx: ToolContext) -> Preview:
+        """Title, locations and preview content. Cheap, and never raises."""
+
+    @abstractmethod
+    def execute(self, args: ArgsT, ctx: ToolContext, preview: Preview) -> AsyncIterator[ToolEvent]:
+        """Run the call: yield Progress/PlanChanged, then exactly one ToolResult.
+
+        Raising ToolError (or any exception) is also allowed: the loop turns it into a failed
+        result with the message as the reason.
+        """

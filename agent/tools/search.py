@@ -1,0 +1,508 @@
+"""find_path and grep: search the project, skipping `.git` and what `.gitignore` ignores.
+
+When a ripgrep binary is at hand (next to the Python interpreter or on PATH) it does the
+walking and matching; otherwise the same search runs in Python, in a worker thread. Both feed
+the same collector and formatter, and `agent.tools.paths.Tree` walks the way the rg flags below
+make rg walk, so the model sees the same output either way. rg runs unsorted (in parallel)
+and its files are then put in the walk's order; only when it finds more than RG_OVERSHOOT
+times the match cap is it stopped early, and which matches are shown then depends on timing.
+rg's regex dialect differs from Python's in corners (look-around, backreferences): a pattern
+rg rejects is run in Python.
+"""
+
+from __future__ import annotations
+
+import base64
+import codecs
+import contextlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import TypeVar
+
+import anyio
+from anyio.abc import ByteReceiveStream
+from pydantic import BaseModel, Field
+
+from agent.tools.base import Preview, Safety, ToolContext, ToolError, ToolResult
+from agent.tools.files import OneShotTool, location
+from agent.tools.paths import Rules, Tree, allowed_by, display_path, glob_filter, printable
+
+MAX_FIND_RESULTS = 1000
+MAX_GREP_MATCHES = 200
+MAX_GREP_BYTES = 64 * 1024
+MAX_GREP_LINE_CHARS = 500
+MAX_LOCATIONS = 10
+RG_OVERSHOOT = 10  # unsorted rg is stopped once it found this many times MAX_GREP_MATCHES
+
+# The rg flags that make it walk like `Tree`: hidden files in, .git out, only .gitignore files.
+RG_WALK = [
+    "--no-config",
+    "--hidden",
+    "--no-ignore-global",
+    "--no-ignore-exclude",
+    "--no-ignore-dot",
+    "--no-messages",
+]
+
+
+@cache
+def find_rg() -> str | None:
+    beside = Path(sys.executable).parent / "rg"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    return shutil.which("rg")
+
+
+def _rg_walk_flags(tree: Tree) -> list[str]:
+    return [*RG_WALK, *([] if tree.git else ["--no-require-git"])]
+
+
+async def run_rg(argv: list[str], cwd: Path, on_line: Callable[[bytes], bool]) -> str | None:
+    """Run rg, handing each stdout line to `on_line` until it returns False (rg is then
+    killed). Returns rg's complaint when it failed with one (e.g. a pattern it cannot
+    parse; `--no-messages` keeps unreadable files quiet), else None."""
+    process = await anyio.open_process(argv, cwd=cwd, stdin=subprocess.DEVNULL)
+    errors = bytearray()
+    try:
+        async with anyio.create_task_group() as tg:
+            assert process.stdout is not None and process.stderr is not None
+            tg.start_soon(_collect, process.stderr, errors)
+            if await _feed(process.stdout, on_line):
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+                return None
+        code = await process.wait()
+    finally:
+        with anyio.CancelScope(shield=True):
+            if process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    process.kill()
+            await process.aclose()
+    if code not in (0, 1) and errors:
+        return errors.decode("utf-8", "replace").strip()
+    return None
+
+
+async def _collect(stream: ByteReceiveStream, into: bytearray) -> None:
+    async for chunk in stream:
+        into += chunk
+
+
+async def _feed(stream: ByteReceiveStream, on_line: Callable[[bytes], bool]) -> bool:
+    """True when `on_line` asked to stop."""
+    buf = bytearray()
+    async for chunk in stream:
+        scanned = len(buf)  # what is left in buf holds no newline
+        buf += chunk
+        start = 0
+        while (end := buf.find(b"\n", scanned)) >= 0:
+            if not on_line(bytes(buf[start:end])):
+                return True
+            start = scanned = end + 1
+        del buf[:start]
+    return bool(buf) and not on_line(bytes(buf))
+
+
+T = TypeVar("T")
+
+
+async def in_thread(work: Callable[[threading.Event], T]) -> T:
+    """Run `work` in a worker thread; on cancellation, stop waiting and tell it to stop."""
+    stop = threading.Event()
+    try:
+        return await anyio.to_thread.run_sync(work, stop, abandon_on_cancel=True)
+    finally:
+        stop.set()
+
+
+def _target(ctx: ToolContext, path: str) -> tuple[Path, str]:
+    root = ctx.resolve(path)
+    shown = display_path(root, ctx.cwd)
+    if not root.exists():
+        raise ToolError(f"Path not found: {shown}. Use list_directory to see what exists.")
+    return root, shown
+
+
+def _in(shown: str) -> str:
+    return "" if shown == "." else f" in {shown}"
+
+
+def _prefix(base: Path, ctx: ToolContext) -> str:
+    """What turns a path relative to `base` into one relative to the cwd (or absolute)."""
+    shown = display_path(base, ctx.cwd)
+    return "" if shown == "." else shown.rstrip("/") + "/"
+
+
+# ---------------------------------------------------------------------------------------------
+# find_path
+
+
+class FindPathArgs(BaseModel):
+    pattern: str = Field(
+        description=(
+            "Glob for file paths, e.g. `**/*.py`, `src/*.ts`, `test_*.py` or `*.{js,ts}`. "
+            "Without a `/` it matches file names at any depth; with one, paths relative to "
+            "`path`. `*` and `?` stay within one folder, `**` spans folders."
+        )
+    )
+    path: str = Field(".", description="The folder to search in; the project root by default.")
+
+
+class FindPath(OneShotTool[FindPathArgs]):
+    name = "find_path"
+    description = (
+        "Find files whose path matches a glob. Skips `.git` and what .gitignore ignores. "
+        f"Returns paths relative to the project root, sorted, at most {MAX_FIND_RESULTS}."
+    )
+    kind = "search"
+    Args = FindPathArgs
+
+    def __init__(self, use_rg: bool = True) -> None:
+        self.use_rg = use_rg
+
+    def safety(self, args: FindPathArgs) -> Safety:
+        return Safety.READ_ONLY
+
+    def paths(self, args: FindPathArgs, ctx: ToolContext) -> list[Path]:
+        return [ctx.resolve(args.path)]
+
+    async def describe(self, args: FindPathArgs, ctx: ToolContext) -> Preview:
+        root = ctx.resolve(args.path)
+        shown = display_path(root, ctx.cwd)
+        return Preview(title=f"Find `{args.pattern}`{_in(shown)}", locations=[location(root)])
+
+    async def run(self, args: FindPathArgs, ctx: ToolContext, preview: Preview) -> ToolResult:
+        root, shown = _target(ctx, args.path)
+        if not root.is_dir():
+            raise ToolError(f"{shown} is a file; find_path searches in a folder.")
+        pattern = args.pattern.removeprefix("./")
+        if pattern.startswith("!"):  # a find pattern only selects: "!" is taken literally
+            pattern = "\\" + pattern
+        glob = glob_filter(pattern)
+        tree = Tree(root)
+        rg = find_rg() if self.use_rg else None
+        found = await _find_rg(rg, tree, glob) if rg else None
+        if found is None:
+            found = await in_thread(lambda stop: _find_python(tree, glob, stop))
+        if not found:
+            return ToolResult(
+                ok=True,
+                output=f"No files match `{args.pattern}`{_in(shown)}. find_path matches files "
+                "only; use list_directory to see folders.",
+            )
+        found.sort()
+        prefix = _prefix(root, ctx)
+        out = [printable(prefix + rel) for rel in found[:MAX_FIND_RESULTS]]
+        if len(found) > MAX_FIND_RESULTS:
+            out.append(
+                f"\n[Showed {MAX_FIND_RESULTS} of {len(found)} files; use a narrower pattern "
+                "or path.]"
+            )
+        return ToolResult(ok=True, output="\n".join(out), raw_output={"files": len(found)})
+
+
+def _find_python(tree: Tree, glob: Rules, stop: threading.Event) -> list[str]:
+    found = []
+    for rel in tree.walk(glob):
+        if stop.is_set():
+            break
+        found.append(rel)
+    return found
+
+
+async def _find_rg(rg: str, tree: Tree, glob: Rules) -> list[str] | None:
+    # rg lists the files and Python applies the glob: both ways then read the glob alike, and
+    # .gitignore keeps the last word (rg's --glob would let a matching ignored file through).
+    found: list[str] = []
+
+    def on_line(line: bytes) -> bool:
+        rel = line.decode("utf-8", "surrogateescape").removeprefix("./")
+        if allowed_by(glob, rel, False):
+            found.append(rel)
+        return True
+
+    argv = [rg, "--files", *_rg_walk_flags(tree), "-g", "!.git", "."]
+    try:
+        complaint = await run_rg(argv, tree.root, on_line)
+    except OSError:
+        return None  # rg vanished or cannot run: use Python
+    return None if complaint else found
+
+
+# ---------------------------------------------------------------------------------------------
+# grep
+
+
+class GrepArgs(BaseModel):
+    pattern: str = Field(
+        description=(
+            "Regular expression to search for, line by line (e.g. `def \\w+_handler`, "
+            "`TODO|FIXME`). Escape regex characters to search for them literally."
+        )
+    )
+    path: str = Field(
+        ".", description="The file or folder to search in; the project root by default."
+    )
+    glob: str | None = Field(
+        None,
+        description=(
+            "Only search files matching this glob, e.g. `*.py`, `src/**/*.ts`, `*.{js,ts}` "
+            "(without a `/` it matches file names); a leading `!` excludes matches instead."
+        ),
+    )
+    case_sensitive: bool = Field(
+        False, description="Match upper and lower case exactly. By default case is ignored."
+    )
+    context: int = Field(0, ge=0, le=20, description="Lines to show before and after each match.")
+
+
+Line = tuple[int, bool, str]  # line number, is a match (else context), text
+
+
+@dataclass
+class Hits:
+    """Matches in file order, stopping after `limit` matches (and their after-context)."""
+
+    limit: int
+    context: int
+    files: list[tuple[str, list[Line]]] = field(default_factory=list)
+    matches: int = 0
+    truncated: bool = False
+
+    def add(self, rel: str, lines: list[Line]) -> bool:
+        """Take one file's lines; False once there is no room for more."""
+        count = sum(is_match for _, is_match, _ in lines)
+        if not count:
+            return True
+        room = self.limit - self.matches
+        if count > room:
+            self.truncated = True
+            if room == 0:
+                return False
+            kept: list[Line] = []
+            seen = last = 0
+            for n, is_match, text in lines:
+                if (is_match and seen == room) or (seen == room and n > last + self.context):
+                    break
+                if is_match:
+                    seen, last = seen + 1, n
+                kept.append((n, is_match, text))
+            lines, count = kept, room
+        self.files.append((rel, lines))
+        self.matches += count
+        return not self.truncated
+
+
+class Grep(OneShotTool[GrepArgs]):
+    name = "grep"
+    description = (
+        "Search file contents with a regular expression, line by line. Skips `.git`, binary "
+        "files and what .gitignore ignores. Prints `path:line:text` for each matching line "
+        "(context lines as `path-line-text`, groups separated by `--`), in path order, at most "
+        f"{MAX_GREP_MATCHES} matches."
+    )
+    kind = "search"
+    Args = GrepArgs
+
+    def __init__(self, use_rg: bool = True) -> None:
+        self.use_rg = use_rg
+
+    def safety(self, args: GrepArgs) -> Safety:
+        return Safety.READ_ONLY
+
+    def paths(self, args: GrepArgs, ctx: ToolContext) -> list[Path]:
+        return [ctx.resolve(args.path)]
+
+    async def describe(self, args: GrepArgs, ctx: ToolContext) -> Preview:
+        root = ctx.resolve(args.path)
+        shown = display_path(root, ctx.cwd)
+        pattern = args.pattern if len(args.pattern) <= 60 else args.pattern[:59] + "…"
+        title = f"Grep `{pattern}`{_in(shown)}"
+        if args.glob:
+            title += f" ({args.glob})"
+        return Preview(title=title, locations=[location(root)])
+
+    async def run(self, args: GrepArgs, ctx: ToolContext, preview: Preview) -> ToolResult:
+        root, shown = _target(ctx, args.path)
+        hits = Hits(MAX_GREP_MATCHES, args.context)
+        rg = find_rg() if self.use_rg else None
+        if not (rg and await _grep_rg(rg, root, args, hits)):
+            flags = re.MULTILINE | (0 if args.case_sensitive else re.IGNORECASE)
+            try:
+                regex = re.compile(args.pattern, flags)
+            except re.error as exc:
+                raise ToolError(f"Invalid regular expression `{args.pattern}`: {exc}.") from None
+            hits = Hits(MAX_GREP_MATCHES, args.context)
+            await in_thread(lambda stop: _grep_python(root, regex, args, hits, stop))
+        if not hits.files:
+            only = f" (files matching `{args.glob}`)" if args.glob else ""
+            return ToolResult(ok=True, output=f"No matches for `{args.pattern}`{_in(shown)}{only}.")
+        base = root if root.is_dir() else root.parent
+        return _report(hits, _prefix(base, ctx), base)
+
+
+def _report(hits: Hits, prefix: str, base: Path) -> ToolResult:
+    out: list[str] = []
+    size = 0
+    cut = False
+    for rel, lines in hits.files:
+        path = printable(prefix + rel)
+        previous = None
+        for n, is_match, text in lines:
+            if hits.context and out and previous != n - 1:
+                out.append("--")
+            previous = n
+            entry = f"{path}{':' if is_match else '-'}{n}{':' if is_match else '-'}{text}"
+            size += len(entry.encode("utf-8", "replace")) + 1
+            if size > MAX_GREP_BYTES:
+                cut = True
+                break
+            out.append(entry)
+        if cut:
+            break
+    shown_files = len(hits.files)
+    if cut:
+        out.append(f"\n[Output cut at {MAX_GREP_BYTES // 1024} KiB; narrow the search.]")
+    elif hits.truncated:
+        out.append(
+            f"\n[Stopped at {hits.matches} matches; narrow the pattern, path or glob to see "
+            "the rest.]"
+        )
+    else:
+        out.append(f"\n[{hits.matches} matches in {shown_files} files.]")
+    where = [
+        location(base / rel, n) for rel, lines in hits.files for n, is_match, _ in lines if is_match
+    ][:MAX_LOCATIONS]
+    return ToolResult(
+        ok=True,
+        output="\n".join(out),
+        locations=where,
+        raw_output={"matches": hits.matches, "files": shown_files, "truncated": hits.truncated},
+    )
+
+
+async def _grep_rg(rg: str, root: Path, args: GrepArgs, hits: Hits) -> bool:
+    """Search with rg into `hits`; False when rg could not (the caller then uses Python)."""
+    if root.is_dir():
+        tree, cwd, target = Tree(root), root, "."
+        # No --sort: rg searches in parallel, much faster; the files are sorted below.
+        argv = [rg, "--json", *_rg_walk_flags(tree)]
+        if args.glob:
+            argv += ["-g", args.glob]
+        argv += ["-g", "!.git"]
+    else:  # one file: searched whatever the ignore rules and glob say, as in Python
+        tree, cwd, target = None, root.parent, root.name
+        # --no-mmap: with a memory map rg looks for NUL bytes only near the start.
+        argv = [rg, "--json", "--no-config", "--no-mmap"]
+    if not args.case_sensitive:
+        argv.append("-i")
+    if args.context:
+        argv += ["-C", str(args.context)]
+    argv += ["-e", args.pattern, "--", target]
+    # rg's --glob lets an included file through even when .gitignore ignores it; put the
+    # .gitignore back in charge.
+    recheck = tree is not None and bool(args.glob) and not args.glob.startswith("!")
+    current: list[Line] = []
+    found: list[tuple[str, list[Line]]] = []
+    matches = 0
+
+    def on_line(raw: bytes) -> bool:
+        nonlocal matches
+        message = json.loads(raw)
+        kind, data = message["type"], message["data"]
+        if kind == "begin":
+            current.clear()
+        elif kind in ("match", "context"):
+            current.append(_line(data["line_number"], kind == "match", _rg_text(data["lines"])))
+        elif kind == "end" and data.get("binary_offset") is None:
+            rel = _rg_text(data["path"], "surrogateescape").removeprefix("./")
+            if not (recheck and tree and tree.ignored(rel)):
+                found.append((rel, list(current)))
+                matches += sum(is_match for _, is_match, _ in current)
+                return matches <= hits.limit * RG_OVERSHOOT
+        return True
+
+    try:
+        complaint = await run_rg(argv, cwd, on_line)
+    except OSError:
+        return False
+    if complaint is not None:
+        return False
+    # The walk's order (each folder's entries by name, depth first), so the result is the same
+    # as the Python search's unless rg had to be stopped early.
+    found.sort(key=lambda item: item[0].split("/"))
+    for rel, lines in found:
+        if not hits.add(rel, lines):
+            break
+    return True
+
+
+def _line(n: int, is_match: bool, text: str) -> Line:
+    """A line as shown: without its line ending, and cut when very long."""
+    text = text.rstrip("\r\n")
+    if len(text) > MAX_GREP_LINE_CHARS:
+        text = text[:MAX_GREP_LINE_CHARS] + " […]"
+    return n, is_match, text
+
+
+def _rg_text(value: dict[str, str], errors: str = "replace") -> str:
+    if "text" in value:
+        return value["text"]
+    return base64.b64decode(value["bytes"]).decode("utf-8", errors)
+
+
+def _grep_python(
+    root: Path, regex: re.Pattern[str], args: GrepArgs, hits: Hits, stop: threading.Event
+) -> None:
+    if root.is_dir():
+        files = Tree(root).walk(glob_filter(args.glob) if args.glob else None)
+    else:
+        root, files = root.parent, iter([root.name])
+    base = str(root) + os.sep
+    for rel in files:
+        if stop.is_set():
+            return
+        lines = _search_file(base + rel, regex, args.context)
+        if lines and not hits.add(rel, lines):
+            return
+
+
+def _search_file(path: str, regex: re.Pattern[str], context: int) -> list[Line] | None:
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    text = _decode(data)
+    if text is None or not regex.search(text):  # one pass over the whole text rules most out
+        return None
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    found = [i for i, line in enumerate(lines) if regex.search(line)]
+    shown: set[int] = set()
+    for i in found:
+        shown.update(range(max(0, i - context), min(len(lines), i + context + 1)))
+    matched = set(found)
+    return [_line(i + 1, i in matched, lines[i]) for i in sorted(shown)]
+
+
+def _decode(data: bytes) -> str | None:
+    """The file's text as rg reads it: a BOM picks the encoding; else a NUL byte anywhere
+    means binary (skipped), and invalid UTF-8 becomes U+FFFD."""
+    if data.startswith(codecs.BOM_UTF8):
+        return data[3:].decode("utf-8", "replace")
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return data.decode("utf-16", "replace")
+    if b"\0" in data:
+        return None
+    return data.decode("utf-8", "replace")

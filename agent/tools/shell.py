@@ -1,0 +1,501 @@
+"""`bash`: run a shell command, in the editor's terminal when it offers one, else locally.
+
+With the client's `terminal` capability the command runs in a terminal the editor creates and
+embeds live in the tool call (ACP-NOTES §26); we only wait, read the final output and always
+release it. Otherwise it runs here in its own process group, so a timeout or a cancelled turn
+can stop the shell together with everything it started, and its output is streamed back with
+bounded memory: the first and last kilobytes are kept, the middle is counted and dropped.
+"""
+
+from __future__ import annotations
+
+import codecs
+import logging
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+from pydantic import BaseModel, Field
+
+from agent.protocol import (
+    ContentItem,
+    CreateTerminalParams,
+    CreateTerminalResult,
+    EnvVariable,
+    TerminalExitStatus,
+    TerminalItem,
+    TerminalOutputResult,
+    TerminalParams,
+)
+from agent.tools.base import (
+    Preview,
+    Progress,
+    Safety,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolEvent,
+    ToolResult,
+)
+
+log = logging.getLogger(__name__)
+
+HEAD_BYTES = 32 * 1024  # kept from the start of the output (what the command set out to do)
+TAIL_BYTES = 64 * 1024  # kept from the end (where errors and summaries are)
+PROGRESS_INTERVAL = 0.1  # seconds between streamed output updates
+POLL_INTERVAL = 0.1  # how often a quiet command is checked on
+ORPHAN_GRACE = 1.0  # after the shell exits, how long background children may hold the output
+KILL_GRACE = 0.5  # between SIGTERM and SIGKILL
+CLIENT_OUTPUT_LIMIT = 1024 * 1024  # outputByteLimit asked of the editor's terminal
+CLIENT_CLEANUP_TIMEOUT = 5.0  # an editor that does not answer kill/release must not hang us
+DEFAULT_MODEL_CHARS = 30_000  # the model's share when settings say nothing
+
+# Pagers and prompts would wait forever on a terminal nobody types into.
+QUIET_ENV = {"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"}
+
+
+class BashArgs(BaseModel):
+    command: str = Field(description="The shell command to run (bash -c).")
+    cwd: str | None = Field(
+        default=None, description="Working directory; relative to the session root. Default: root."
+    )
+    timeout: float = Field(
+        default=120, gt=0, le=600, description="Seconds before the command is stopped (max 600)."
+    )
+
+
+class Bash(Tool[BashArgs]):
+    name = "bash"
+    description = (
+        "Run a shell command with bash and return its exit code and combined stdout/stderr. "
+        "Runs non-interactively (stdin is empty) in the session root unless `cwd` is given; "
+        "the command is stopped after `timeout` seconds. Very long output is shortened to its "
+        "beginning and end. Prefer the file tools for reading and editing files."
+    )
+    kind = "execute"
+    Args = BashArgs
+
+    def safety(self, args: BashArgs) -> Safety:
+        return Safety.DESTRUCTIVE
+
+    def paths(self, args: BashArgs, ctx: ToolContext) -> list[Path]:
+        return [ctx.resolve(args.cwd)] if args.cwd else []
+
+    def permission_keys(self, args: BashArgs) -> list[str]:
+        return command_keys(args.command)
+
+    async def describe(self, args: BashArgs, ctx: ToolContext) -> Preview:
+        return Preview(title=f"Run {_code_span(_one_line(args.command, 80))}")
+
+    async def execute(
+        self, args: BashArgs, ctx: ToolContext, preview: Preview
+    ) -> AsyncIterator[ToolEvent]:
+        cwd = ctx.resolve(args.cwd) if args.cwd else ctx.cwd
+        if not cwd.is_dir():
+            raise ToolError(f"working directory does not exist: {cwd}")
+        run = _run_in_client_terminal if ctx.client_terminal else _run_locally
+        # aclosing: if our consumer stops early, the runner's cleanup still runs right away.
+        async with aclosing(run(args, ctx, cwd)) as events:
+            async for event in events:
+                yield event
+
+
+# ---------------------------------------------------------------------------------------------
+# Running in the editor's terminal
+
+
+async def _run_in_client_terminal(
+    args: BashArgs, ctx: ToolContext, cwd: Path
+) -> AsyncIterator[ToolEvent]:
+    create = CreateTerminalParams(
+        session_id=ctx.session_id,
+        command="bash" if shutil.which("bash") else "sh",
+        args=["-c", args.command],
+        env=[EnvVariable(name=k, value=v) for k, v in QUIET_ENV.items()],
+        cwd=str(cwd),
+        output_byte_limit=CLIENT_OUTPUT_LIMIT,
+    )
+    # Shielded: a terminal created after we stopped listening would never be released.
+    with anyio.CancelScope(shield=True), anyio.move_on_after(30) as waited:
+        created = await ctx.client_request("terminal/create", create.dump())
+    if waited.cancelled_caught:
+        raise ToolError("the editor did not create a terminal within 30 s")
+    terminal_id = CreateTerminalResult.model_validate(created).terminal_id
+    ids = TerminalParams(session_id=ctx.session_id, terminal_id=terminal_id).dump()
+    embed = [TerminalItem(terminal_id=terminal_id)]
+
+    status: TerminalExitStatus | None = None
+    running = True  # the command may still run: kill it before releasing
+    timed_out = False
+    try:
+        await anyio.lowlevel.checkpoint()  # a cancel that came during create lands here
+        yield Progress(content=embed)  # the editor shows the live terminal from here on
+        with anyio.move_on_after(args.timeout):
+            exited = await ctx.client_request("terminal/wait_for_exit", ids)
+            status = TerminalExitStatus.model_validate(exited or {})
+            running = False
+        if running:
+            timed_out = True
+            with anyio.CancelScope(shield=True):
+                await _quietly(ctx, "terminal/kill", ids)
+            running = False
+        output = TerminalOutputResult.model_validate(
+            await ctx.client_request("terminal/output", ids)
+        )
+    finally:
+        with anyio.CancelScope(shield=True):
+            if running:
+                await _quietly(ctx, "terminal/kill", ids)
+            await _quietly(ctx, "terminal/release", ids)
+
+    status = status or output.exit_status or TerminalExitStatus()
+    buffer = OutputBuffer()
+    buffer.add(output.output.encode())
+    text = buffer.render(*_model_budget(ctx)) or "(no output)"
+    if output.truncated:
+        text = f"[the terminal kept only the end of the output]\n{text}"
+    raw = {"exitCode": status.exit_code, "signal": status.signal, "truncated": output.truncated}
+    if timed_out:
+        raw["timedOut"] = True
+    yield ToolResult(
+        ok=not timed_out,
+        output=f"{_status_line(status.exit_code, status.signal, args.timeout, timed_out)}\n{text}",
+        content=embed,  # keeps the terminal (now final) on screen
+        raw_output=raw,
+    )
+
+
+async def _quietly(ctx: ToolContext, method: str, params: dict[str, Any]) -> None:
+    """Best-effort cleanup: a failure here must not hide the command's result."""
+    with anyio.move_on_after(CLIENT_CLEANUP_TIMEOUT):
+        try:
+            await ctx.client_request(method, params)
+        except Exception as exc:
+            log.debug("%s failed: %s", method, exc)
+
+
+# ---------------------------------------------------------------------------------------------
+# Running locally
+
+
+async def _run_locally(args: BashArgs, ctx: ToolContext, cwd: Path) -> AsyncIterator[ToolEvent]:
+    buffer = OutputBuffer()
+    proc = await anyio.open_process(
+        [shutil.which("bash") or "/bin/sh", "-c", args.command],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        cwd=cwd,
+        env={**os.environ, **QUIET_ENV, "TERM": "dumb"},
+        start_new_session=True,  # its own process group: one killpg reaches every descendant
+    )
+    assert proc.stdout is not None
+    deadline = anyio.current_time() + args.timeout
+    timed_out = orphans = False
+    settled = False  # the shell exited and its output ended: nothing left to stop
+    try:
+        eof = dirty = False
+        shown_at = exited_at = None
+        while not eof:
+            now = anyio.current_time()
+            if now >= deadline:
+                timed_out = True
+                break
+            if proc.returncode is not None:
+                # The shell is gone but a background child still holds its output open.
+                if exited_at is None:
+                    exited_at = now
+                if now - exited_at >= ORPHAN_GRACE:
+                    orphans = True
+                    break
+            # Waking up now and then lets a quiet command's last lines reach the editor.
+            with anyio.move_on_after(min(POLL_INTERVAL, deadline - now)):
+                try:
+                    buffer.add(await proc.stdout.receive())
+                    dirty = True
+                except anyio.EndOfStream:
+                    eof = True
+            now = anyio.current_time()
+            if dirty and not eof and (shown_at is None or now - shown_at >= PROGRESS_INTERVAL):
+                shown_at, dirty = now, False
+                yield Progress(content=[ContentItem.of(_fenced(buffer.render()))])
+        if eof:
+            # Output ended; the shell may still run (it closed its stdout).
+            with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
+                await proc.wait()
+            timed_out = proc.returncode is None
+            settled = not timed_out
+    finally:
+        with anyio.CancelScope(shield=True):
+            if not settled:
+                await _stop_group(proc.pid)
+            with anyio.move_on_after(5):
+                await proc.aclose()
+
+    code, sig = _split_returncode(proc.returncode)
+    text = buffer.render(*_model_budget(ctx)) or "(no output)"
+    head = _status_line(code, sig, args.timeout, timed_out)
+    if orphans:
+        head += "\n(background processes kept the output open after the shell exited; stopped)"
+    raw: dict[str, Any] = {"exitCode": code}
+    if sig:
+        raw["signal"] = sig
+    if timed_out:
+        raw["timedOut"] = True
+    shown = _fenced(buffer.render())
+    yield ToolResult(
+        ok=not timed_out,
+        output=f"{head}\n{text}",
+        content=[ContentItem.of(shown if code == 0 else f"{shown}\n\n{head}")],
+        raw_output=raw,
+    )
+
+
+async def _stop_group(pgid: int) -> None:
+    """SIGTERM the process group, then SIGKILL whatever is still there after a short grace."""
+    if not _signal_group(pgid, signal.SIGTERM):
+        return
+    with anyio.move_on_after(KILL_GRACE):
+        while _group_alive(pgid):
+            await anyio.sleep(0.02)
+        return
+    _signal_group(pgid, signal.SIGKILL)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of the group still runs. Zombies do not count: where init is slow to
+    reap orphans (containers), they would otherwise hold up every stop for the whole grace."""
+    if not _signal_group(pgid, 0):
+        return False
+    if not os.path.isdir("/proc"):
+        return True  # cannot tell zombies apart here
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()  # after the (command name)
+        except (OSError, IndexError):
+            continue  # exited meanwhile
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    """Send `sig` to the group; False when no process of it is left."""
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def _split_returncode(returncode: int | None) -> tuple[int | None, str | None]:
+    if returncode is None or returncode >= 0:
+        return returncode, None
+    try:
+        return None, signal.Signals(-returncode).name
+    except ValueError:
+        return None, f"signal {-returncode}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Output
+
+
+class OutputBuffer:
+    """The first `head` and last `tail` bytes of an output of any size, and how many were not.
+
+    Bytes, not text: the count stays exact and memory flat. Text is decoded when shown, with
+    the cut points moved to character boundaries so no multi-byte character is split.
+    """
+
+    def __init__(self, head: int = HEAD_BYTES, tail: int = TAIL_BYTES) -> None:
+        self._head_limit = head
+        self._tail_limit = tail
+        self._head = bytearray()
+        self._tail = bytearray()
+        self.total = 0
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self._head_limit - len(self._head)
+        if room > 0:
+            self._head += data[:room]
+            data = data[room:]
+        if data:
+            self._tail += data
+            excess = len(self._tail) - self._tail_limit
+            if excess > 0:
+                del self._tail[:excess]  # cheap: bytearray drops from the front in place
+
+    @property
+    def retained(self) -> int:
+        return len(self._head) + len(self._tail)
+
+    def render(self, head: int | None = None, tail: int | None = None) -> str:
+        """The output as text; with `head`/`tail`, at most that many bytes from each end."""
+        head = self._head_limit if head is None else head
+        tail = self._tail_limit if tail is None else tail
+        if self.total == self.retained:  # nothing dropped yet: head and tail are contiguous
+            data = bytes(self._head + self._tail)
+            if len(data) <= head + tail:
+                return _decode(data)
+            start, end = data[:head], data[len(data) - tail :]
+        else:
+            start, end = bytes(self._head[:head]), bytes(self._tail[len(self._tail) - tail :])
+        # Not final: an incomplete character at the cut is held back instead of mangled.
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        text = decoder.decode(start)
+        held = len(decoder.getstate()[0])
+        skip = 0
+        while skip < min(3, len(end)) and end[skip] & 0xC0 == 0x80:
+            skip += 1  # continuation bytes of a character whose start was dropped
+        omitted = self.total - len(start) - len(end) + held + skip
+        return f"{text}\n… {omitted:,} bytes omitted …\n{_decode(end[skip:])}"
+
+
+def _decode(data: bytes) -> str:
+    return codecs.getincrementaldecoder("utf-8")(errors="replace").decode(data, final=True)
+
+
+def _model_budget(ctx: ToolContext) -> tuple[int, int]:
+    """Head and tail sizes that fit what the loop lets the model read, so the tail survives."""
+    chars = getattr(ctx.settings, "max_tool_output_chars", None) or DEFAULT_MODEL_CHARS
+    budget = max(1000, chars - 200)  # room for the status line and the omission note
+    return min(HEAD_BYTES, budget // 3), min(TAIL_BYTES, budget - budget // 3)
+
+
+def _status_line(code: int | None, sig: str | None, timeout: float, timed_out: bool) -> str:
+    if timed_out:
+        return f"Timed out after {timeout:g} s; the command was stopped. Output so far:"
+    if code is not None:
+        return f"Exit code {code}"
+    if sig:
+        return f"Killed by {sig}"
+    return "Exit status unknown"
+
+
+def _fenced(text: str) -> str:
+    if not text:
+        return "(no output)"
+    longest = max((len(run) for run in re.findall(r"`{3,}", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    body = text.rstrip("\n")
+    return f"{fence}\n{body}\n{fence}"
+
+
+def _one_line(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _code_span(text: str) -> str:
+    return f"`` {text} ``" if "`" in text else f"`{text}`"
+
+
+# ---------------------------------------------------------------------------------------------
+# Permission keys
+
+_SUBCOMMAND = re.compile(r"^[a-z][a-z0-9_-]*$")
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+# Programs that run their arguments as another command, and shell keywords: a prefix of these
+# says nothing about what runs, so only the exact segment is remembered.
+# fmt: off
+_OPAQUE = frozenset((
+    "eval", "exec", "source", ".", "sudo", "doas", "su", "env", "xargs", "nohup", "time",
+    "timeout", "nice", "command", "builtin", "sh", "bash", "zsh", "dash", "ksh", "fish",
+    "if", "then", "else", "elif", "fi", "for", "while", "until", "do", "done", "case", "esac",
+    "function", "select", "coproc", "{", "}", "!", "[[",
+))
+# fmt: on
+
+
+def command_keys(command: str) -> list[str]:
+    """What "allow always" remembers for a command: `bash:<program> [<subcommand>]` per part.
+
+    Each command joined by `&&`, `||`, `;`, `|`, `&` or a newline gets its own key, so every
+    part must have been allowed. Commands we do not parse (substitutions, subshells, here-docs)
+    get one key for the exact text.
+    """
+    whole = f"bash:{command.strip()}"
+    segments = _split_commands(command)
+    if segments is None:
+        return [whole]
+    keys = [key for key in map(_segment_key, segments) if key]
+    return list(dict.fromkeys(keys)) or [whole]
+
+
+def _split_commands(command: str) -> list[str] | None:
+    """Split on control operators outside quotes; None for constructs we do not parse."""
+    segments: list[str] = []
+    current: list[str] = []
+    quote: str | None = None
+    i = 0
+    while i < len(command):
+        c = command[i]
+        if c == "\\" and quote != "'":
+            current.append(command[i : i + 2])  # an escaped character is never an operator
+            i += 2
+            continue
+        if quote:
+            if c == quote:
+                quote = None
+            elif quote == '"' and (c == "`" or command.startswith("$(", i)):
+                return None  # command substitution inside double quotes
+            current.append(c)
+        elif c in "'\"":
+            quote = c
+            current.append(c)
+        elif c in "`(" or command.startswith("<<", i):
+            return None  # substitution, subshell, process substitution, here-doc
+        elif c in ";|&\n" and not _is_redirection(command, i):
+            segments.append("".join(current))
+            current = []
+            if command[i + 1 : i + 2] in ("&", "|", ";"):
+                i += 1  # the second character of &&, ||, |&, ;;
+        else:
+            current.append(c)
+        i += 1
+    if quote:
+        return None
+    segments.append("".join(current))
+    return segments
+
+
+def _is_redirection(command: str, i: int) -> bool:
+    """An `&` in `2>&1` or `&>file` redirects output; it does not end a command."""
+    if command[i] != "&":
+        return False
+    return command[i + 1 : i + 2] == ">" or (i > 0 and command[i - 1] in "<>")
+
+
+def _segment_key(segment: str) -> str | None:
+    try:
+        words = shlex.split(segment)
+    except ValueError:
+        return f"bash:{segment.strip()}"
+    while words and _ASSIGNMENT.match(words[0]):
+        words.pop(0)  # FOO=1 cmd: the program is cmd
+    if not words:
+        return None  # nothing runs
+    program = words[0]
+    if program in _OPAQUE or "$" in program:
+        return f"bash:{segment.strip()}"
+    if len(words) > 1 and _SUBCOMMAND.match(words[1]):
+        return f"bash:{program} {words[1]}"
+    if any(_SUBCOMMAND.match(word) for word in words[2:]):
+        # Options before a word that may be the subcommand (`git -C dir push`): we cannot tell
+        # which option takes a value, and `bash:git` would allow every git subcommand.
+        return "bash:" + " ".join(words)
+    return f"bash:{program}"

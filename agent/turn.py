@@ -1,0 +1,411 @@
+"""The model ↔ tools loop of one prompt turn, and the one place that emits `session/update`.
+
+    user prompt → model (streamed) → tool calls? → permission → run → results → model → …
+
+A turn ends when the model stops asking for tools (`end_turn`), runs out of tokens
+(`max_tokens`), is refused (`refusal`), exceeds the request cap (`max_turn_requests`) or is
+cancelled. Every update of the turn goes out before the turn's answer and none after: `close()`
+fails the tool calls still open and shuts the emitter.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from pydantic import ValidationError
+
+from agent.context import system_prompt, user_message
+from agent.llm import (
+    Finished,
+    LLMError,
+    RawToolCall,
+    TextDelta,
+    ThoughtDelta,
+    ToolCallNamed,
+    stream_chat,
+)
+from agent.permissions import Decision, decide, options_for
+from agent.protocol import (
+    AgentMessageChunk,
+    AgentThoughtChunk,
+    ContentItem,
+    PlanUpdate,
+    PromptBlock,
+    RequestPermissionParams,
+    RequestPermissionResult,
+    SessionNotification,
+    SessionUpdate,
+    StopReason,
+    TextBlockIn,
+    TextContent,
+    ToolCallFields,
+    ToolCallProgress,
+    ToolCallStart,
+    UserMessageChunk,
+)
+from agent.tools.base import PlanChanged, Preview, Progress, Safety, Tool, ToolError, ToolResult
+from agent.wire import INTERNAL_ERROR, RpcError
+
+if TYPE_CHECKING:
+    from agent.session import Session
+
+log = logging.getLogger("heron.turn")
+
+NOT_CONFIGURED = (
+    "Heron has no model configured. Set OPENAI_API_KEY (and HERON_MODEL to pick a model) for "
+    "OpenAI, or OPENAI_BASE_URL for another OpenAI-compatible server (Ollama, vLLM, LM Studio, "
+    "OpenRouter, llama.cpp): in the `env` of Heron's entry in your editor's agent settings, "
+    "as --base-url/--model flags, or in ~/.config/heron/config.toml (api_key, base_url, model)."
+)
+REJECTED = "Rejected by the user: the call was not run. Do not retry it; ask or take another way."
+CANCELLED = "Cancelled by the user."
+
+
+@dataclass
+class Reply:
+    """What the model answered in one request."""
+
+    text: str
+    finish_reason: str | None
+    calls: list[tuple[str, RawToolCall]] = field(default_factory=list)  # (our id, the call)
+
+
+class Turn:
+    def __init__(self, session: Session, scope: anyio.CancelScope) -> None:
+        self.session = session
+        self.scope = scope
+        self.open_calls: set[str] = set()  # announced, not yet completed or failed
+        self.closed = False
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    async def run(self, blocks: list[PromptBlock]) -> StopReason:
+        session = self.session
+        if not session.settings.llm_configured:
+            raise RpcError(INTERNAL_ERROR, NOT_CONFIGURED)
+        session.history.append(await user_message(blocks, session.files))
+        for block in blocks:
+            if isinstance(block, TextBlockIn):
+                session.record(UserMessageChunk(content=TextContent(text=block.text)).dump())
+        for _ in range(session.settings.max_turn_requests):
+            reply = await self.ask_model()
+            if reply.finish_reason == "length":
+                return "max_tokens"
+            if reply.finish_reason == "content_filter":
+                return "refusal"
+            if not reply.calls:
+                return "end_turn"
+            await self.run_tools(reply.calls)
+        return "max_turn_requests"
+
+    async def ask_model(self) -> Reply:
+        session = self.session
+        messages = [{"role": "system", "content": system_prompt(session.cwd)}, *session.history]
+        text: list[str] = []
+        ids: dict[int, str] = {}  # stream index → tool call id
+        finished: Finished | None = None
+        try:
+            async with aclosing(
+                stream_chat(session.settings, messages, self.tool_specs())
+            ) as events:
+                async for event in events:
+                    if isinstance(event, TextDelta):
+                        text.append(event.text)
+                        self.emit(AgentMessageChunk(content=TextContent(text=event.text)))
+                    elif isinstance(event, ThoughtDelta):
+                        self.emit(AgentThoughtChunk(content=TextContent(text=event.text)))
+                    elif isinstance(event, ToolCallNamed):
+                        ids[event.index] = self.announce(event.call_id, event.name)
+                    else:
+                        finished = event
+        except LLMError as exc:
+            raise RpcError(INTERNAL_ERROR, str(exc)) from exc
+        finally:
+            if finished is None and text:  # cut off: keep what the user already saw
+                session.history.append({"role": "assistant", "content": "".join(text)})
+        assert finished is not None
+        calls = [(ids[c.index], c) for c in finished.tool_calls if c.index in ids]
+        if finished.finish_reason == "length":
+            calls = []  # arguments may be cut mid-way; close() fails the announced calls
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(text) or None}
+        if calls:
+            message["tool_calls"] = [
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": _json_or_wrapped(call.arguments)},
+                }
+                for call_id, call in calls
+            ]
+        session.history.append(message)
+        return Reply("".join(text), finished.finish_reason, calls)
+
+    def tool_specs(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "type": "function",
+                "function": {
+                    "name": tool.name,
+                    "description": tool.description,
+                    "parameters": tool.input_schema(),
+                },
+            }
+            for tool in self.session.tools.values()
+        ]
+
+    # -- tools -------------------------------------------------------------------------------
+
+    def announce(self, model_call_id: str, name: str) -> str:
+        call_id = self.session.new_call_id(model_call_id)
+        tool = self.session.tools.get(name)
+        self.open_calls.add(call_id)
+        self.emit(
+            ToolCallStart(
+                tool_call_id=call_id,
+                title=name,
+                kind=tool.kind if tool else "other",
+                status="pending",
+            )
+        )
+        return call_id
+
+    async def run_tools(self, calls: list[tuple[str, RawToolCall]]) -> None:
+        """Run in order; consecutive read-only calls run side by side. Results go to history."""
+        results: dict[str, str] = {}
+        batch: list[tuple[str, RawToolCall]] = []
+
+        async def run_batch() -> None:
+            if len(batch) == 1:
+                results[batch[0][0]] = await self.run_call(*batch[0])
+            elif batch:
+                async with anyio.create_task_group() as tg:
+                    for call_id, call in batch:
+                        tg.start_soon(self._run_into, results, call_id, call)
+            batch.clear()
+
+        for call_id, call in calls:
+            if not self._is_read_only(call):
+                await run_batch()
+                results[call_id] = await self.run_call(call_id, call)
+            else:
+                batch.append((call_id, call))
+        await run_batch()
+        for call_id, _ in calls:
+            self.session.history.append(
+                {"role": "tool", "tool_call_id": call_id, "content": results[call_id]}
+            )
+
+    async def _run_into(self, results: dict[str, str], call_id: str, call: RawToolCall) -> None:
+        results[call_id] = await self.run_call(call_id, call)
+
+    def _is_read_only(self, call: RawToolCall) -> bool:
+        tool = self.session.tools.get(call.name)
+        try:
+            return (
+                tool is not None
+                and tool.safety(tool.parse_args(json.loads(call.arguments or "{}")))
+                is Safety.READ_ONLY
+            )
+        except (ValueError, ValidationError, TypeError):
+            return False
+
+    async def run_call(self, call_id: str, call: RawToolCall) -> str:
+        """Run one tool call from start to end; returns what the model reads."""
+        session = self.session
+        tool = session.tools.get(call.name)
+        if tool is None:
+            known = ", ".join(session.tools)
+            return self.fail(call_id, f"Unknown tool {call.name!r}. Available tools: {known}.")
+        try:
+            raw_args = json.loads(call.arguments or "{}")
+            if not isinstance(raw_args, dict):
+                raise ValueError("expected a JSON object")
+        except ValueError as exc:
+            return self.fail(
+                call_id,
+                f"The arguments for {call.name} are not valid JSON ({exc}). Call it again with "
+                "a JSON object that matches its schema.",
+            )
+        try:
+            args = tool.parse_args(raw_args)
+        except ValidationError as exc:
+            return self.fail(
+                call_id, f"Invalid arguments for {call.name}: {_readable(exc)}", raw_args
+            )
+
+        ctx = session.tool_context
+        preview = await self._describe(tool, args)
+        self.emit(
+            ToolCallProgress(
+                tool_call_id=call_id,
+                title=preview.title,
+                locations=preview.locations or None,
+                content=preview.content or None,
+                raw_input=raw_args,
+            )
+        )
+        decision, reason = decide(session.mode, tool, args, ctx, session.permissions, session.roots)
+        if decision is Decision.REFUSE:
+            return self.fail(call_id, reason)
+        if decision is Decision.ASK and not await self.ask_permission(
+            call_id, tool, args, preview, raw_args
+        ):
+            return self.fail(call_id, REJECTED)
+
+        self.emit(ToolCallProgress(tool_call_id=call_id, status="in_progress"))
+        result: ToolResult | None = None
+        try:
+            async with aclosing(tool.execute(args, ctx, preview)) as events:
+                async for event in events:
+                    if isinstance(event, ToolResult):
+                        result = event
+                        break
+                    if isinstance(event, PlanChanged):
+                        self.emit(PlanUpdate(entries=event.entries))
+                    elif isinstance(event, Progress):
+                        self.emit(
+                            ToolCallProgress(
+                                tool_call_id=call_id,
+                                title=event.title,
+                                content=event.content,
+                                locations=event.locations,
+                            )
+                        )
+        except ToolError as exc:
+            result = ToolResult.failure(str(exc))
+        except Exception as exc:
+            log.exception("tool %s crashed", call.name)
+            result = ToolResult.failure(f"{call.name} failed: {type(exc).__name__}: {exc}")
+        if result is None:
+            result = ToolResult.failure(f"{call.name} ended without a result.")
+        self.finish(call_id, result)
+        return truncate_middle(result.output, session.settings.max_tool_output_chars)
+
+    async def _describe(self, tool: Tool[Any], args: Any) -> Preview:
+        try:
+            return await tool.describe(args, self.session.tool_context)
+        except Exception:  # describe() must not raise; a broken one must not end the turn
+            log.exception("describe() of %s raised", tool.name)
+            return Preview(title=tool.name)
+
+    async def ask_permission(
+        self, call_id: str, tool: Tool[Any], args: Any, preview: Preview, raw_args: dict[str, Any]
+    ) -> bool:
+        session = self.session
+        request = RequestPermissionParams(
+            session_id=session.id,
+            tool_call=ToolCallFields(
+                tool_call_id=call_id,
+                title=preview.title,
+                kind=tool.kind,
+                status="pending",
+                content=preview.content or None,
+                locations=preview.locations or None,
+                raw_input=raw_args,
+            ),
+            options=options_for(tool, args),
+        )
+        try:
+            answer = await session.connection.request("session/request_permission", request.dump())
+            outcome = RequestPermissionResult.model_validate(answer).outcome
+        except (RpcError, ValidationError) as exc:
+            log.warning("permission request failed: %s", exc)
+            return False
+        if outcome.outcome != "selected":
+            # The editor cancelled the question (the user pressed Stop): the turn ends.
+            self.scope.cancel()
+            await anyio.lowlevel.checkpoint()
+            return False
+        keys = tool.permission_keys(args)
+        if outcome.option_id == "allow_always":
+            session.permissions.allowed.update(keys)
+        elif outcome.option_id == "reject_always":
+            session.permissions.rejected.update(keys)
+        return outcome.option_id in ("allow_once", "allow_always")
+
+    def fail(self, call_id: str, reason: str, raw_input: Any = None) -> str:
+        self.finish(call_id, ToolResult.failure(reason), raw_input)
+        return reason
+
+    def finish(self, call_id: str, result: ToolResult, raw_input: Any = None) -> None:
+        content = result.content if result.content is not None else [ContentItem.of(result.output)]
+        self.emit(
+            ToolCallProgress(
+                tool_call_id=call_id,
+                status="completed" if result.ok else "failed",
+                content=content,
+                locations=result.locations,
+                raw_input=raw_input,
+                raw_output=result.raw_output,
+            )
+        )
+        self.open_calls.discard(call_id)
+
+    # -- updates -----------------------------------------------------------------------------
+
+    def emit(self, update: SessionUpdate) -> None:
+        if self.closed:
+            return
+        message = SessionNotification(session_id=self.session.id, update=update).dump()
+        self.session.connection.notify("session/update", message)
+        self.session.record(message["update"])
+
+    def close(self) -> None:
+        """End the turn: fail what is still open, answer the model's dangling calls, go quiet."""
+        reason = CANCELLED if self.scope.cancel_called else "The turn ended before this call ran."
+        for call_id in sorted(self.open_calls):
+            self.finish(call_id, ToolResult.failure(reason))
+        self.closed = True
+        self._answer_dangling_calls(reason)
+
+    def _answer_dangling_calls(self, reason: str) -> None:
+        # Every tool call in the history needs a tool message, or the next request is invalid.
+        history = self.session.history
+        for index in range(len(history) - 1, -1, -1):
+            message = history[index]
+            if message["role"] == "assistant" and message.get("tool_calls"):
+                answered = {
+                    m.get("tool_call_id") for m in history[index + 1 :] if m["role"] == "tool"
+                }
+                for call in message["tool_calls"]:
+                    if call["id"] not in answered:
+                        history.append(
+                            {"role": "tool", "tool_call_id": call["id"], "content": reason}
+                        )
+                return
+            if message["role"] == "user":
+                return
+
+
+def truncate_middle(text: str, limit: int) -> str:
+    """Keep the head and the tail of a long tool result, saying what was cut."""
+    if len(text) <= limit:
+        return text
+    head = limit * 2 // 3
+    tail = limit - head
+    omitted = len(text) - head - tail
+    return (
+        f"{text[:head]}\n\n[... {omitted} characters omitted: the result had {len(text)}; "
+        f"showing the first {head} and the last {tail}. Ask for less (a range, a narrower "
+        f"pattern) to see the middle ...]\n\n{text[-tail:]}"
+    )
+
+
+def _json_or_wrapped(arguments: str) -> str:
+    """Arguments as sent back to the model: invalid JSON is wrapped so servers accept it."""
+    try:
+        json.loads(arguments or "{}")
+        return arguments or "{}"
+    except ValueError:
+        return json.dumps({"invalid_json_arguments": arguments})
+
+
+def _readable(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in exc.errors()
+    )

@@ -1,0 +1,317 @@
+"""Newline-delimited JSON-RPC 2.0 over a pair of byte streams (the editor's pipes).
+
+- Reading never stops: each incoming request runs in its own task, so `session/cancel`,
+  permission answers and fs/terminal results get through while a turn runs.
+- One writer task owns stdout, so messages never interleave; `send()` only queues.
+- Incoming requests and notifications are dispatched with jsonrpcserver; answers to Heron's
+  own requests (`request()`) are matched to their waiters by id.
+- No line-length cap: lines are read with the buffered reader's readline in a worker thread,
+  which also works when stdin is a regular file or a terminal rather than a pipe.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import math
+from collections.abc import Awaitable, Callable
+from typing import Any, BinaryIO
+
+import anyio
+from anyio.abc import TaskGroup
+from jsonrpcserver import async_dispatch_to_serializable
+from jsonrpcserver.exceptions import JsonRpcError
+
+log = logging.getLogger("heron.wire")
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+REQUEST_CANCELLED = -32800
+
+EOF_GRACE = 0.7  # seconds the work in flight gets to wind down once stdin has closed
+
+Handler = Callable[..., Awaitable[Any]]
+
+
+class RpcError(Exception):
+    """A JSON-RPC error: raised by handlers to answer one, and by `request()` on receiving one."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+    def __str__(self) -> str:
+        return f"{self.message} (code {self.code})"
+
+
+class ConnectionClosed(Exception):
+    """The editor went away: stdin closed or stdout broke."""
+
+
+class Connection:
+    def __init__(self, stdin: BinaryIO, stdout: BinaryIO) -> None:
+        self._stdin = stdin
+        self._stdout = stdout
+        self._methods: dict[str, Handler] = {}
+        self._send, self._outbox = anyio.create_memory_object_stream[bytes](math.inf)
+        self._ids = itertools.count(1)
+        self._waiting: dict[int, _Waiter] = {}
+        self._in_flight: dict[Any, anyio.CancelScope] = {}
+        self._tasks: TaskGroup | None = None
+        self._input_closed = False
+        self._running = 0  # incoming requests and notifications being handled
+        self._idle = anyio.Event()  # set (and replaced) whenever one of them finishes
+        self.closed = anyio.Event()
+
+    def register(self, method: str, handler: Handler) -> None:
+        """`handler(**params)` returns the result; it raises RpcError to answer an error."""
+        self._methods[method] = _adapt(handler)
+
+    # -- sending ------------------------------------------------------------------------------
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Queue a message for the writer; order is kept."""
+        if self.closed.is_set():
+            return
+        data = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
+        self._send.send_nowait(data + b"\n")
+
+    def notify(self, method: str, params: dict[str, Any]) -> None:
+        self.send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    async def request(self, method: str, params: dict[str, Any]) -> Any:
+        """Send a request to the editor and wait for its result (RpcError on an error answer).
+
+        Cancelled while waiting, it tells the editor with `$/cancel_request` and forgets the id,
+        so a late answer is dropped.
+        """
+        if self.closed.is_set() or self._input_closed:
+            raise ConnectionClosed("the editor has disconnected")
+        request_id = next(self._ids)
+        waiter = _Waiter()
+        self._waiting[request_id] = waiter
+        self.send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        try:
+            await waiter.done.wait()
+        except BaseException:
+            if self._waiting.pop(request_id, None) is not None:
+                self.notify("$/cancel_request", {"requestId": request_id})
+            raise
+        if waiter.error is not None:
+            raise waiter.error
+        return waiter.result
+
+    # -- running ------------------------------------------------------------------------------
+
+    async def serve(
+        self,
+        pending: list[bytes] | None = None,
+        at_eof: bool = False,
+        on_eof: Callable[[], None] | None = None,
+    ) -> None:
+        """Read and dispatch until stdin closes, then wind down within a second.
+
+        At end of input `on_eof` stops the work in flight (running turns answer `cancelled`),
+        quick requests still read get their answers, and what is queued is written out.
+        """
+        async with anyio.create_task_group() as tg:
+            self._tasks = tg
+            writer_done = anyio.Event()
+            tg.start_soon(self._write_loop, writer_done)
+            for line in pending or ():
+                self._handle_line(line)
+            if not at_eof:
+                await self._read_loop()
+            log.info("stdin closed; shutting down")
+            self._input_closed = True
+            if on_eof is not None:
+                on_eof()
+            self._fail_waiters()  # nobody is left to answer Heron's own requests
+            with anyio.move_on_after(EOF_GRACE):
+                while self._running:
+                    await self._idle.wait()
+            self.closed.set()
+            self._send.close()
+            with anyio.move_on_after(0.2):
+                await writer_done.wait()
+            tg.cancel_scope.cancel()
+
+    def start_soon(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
+        """Run background work tied to the connection's lifetime."""
+        assert self._tasks is not None
+        self._tasks.start_soon(fn, *args)
+
+    def _fail_waiters(self) -> None:
+        for waiter in self._waiting.values():
+            waiter.fail(ConnectionClosed("the editor has disconnected"))
+        self._waiting.clear()
+
+    async def _read_loop(self) -> None:
+        while True:
+            line = await anyio.to_thread.run_sync(self._stdin.readline, abandon_on_cancel=True)
+            if not line:
+                return
+            self._handle_line(line)
+
+    async def _write_loop(self, done: anyio.Event) -> None:
+        try:
+            await self._write_all()
+        finally:
+            done.set()
+
+    async def _write_all(self) -> None:
+        async with self._outbox:
+            async for data in self._outbox:
+                # Take everything already queued so a burst of chunks costs one write.
+                batch = [data]
+                while True:
+                    try:
+                        batch.append(self._outbox.receive_nowait())
+                    except (anyio.WouldBlock, anyio.EndOfStream):
+                        break
+                try:
+                    await anyio.to_thread.run_sync(self._write, b"".join(batch))
+                except OSError as exc:
+                    log.warning("stdout is gone (%s); shutting down", exc)
+                    self.closed.set()
+                    self._fail_waiters()
+                    assert self._tasks is not None
+                    self._tasks.cancel_scope.cancel()
+                    return
+
+    def _write(self, data: bytes) -> None:
+        self._stdout.write(data)
+        self._stdout.flush()
+
+    # -- dispatching --------------------------------------------------------------------------
+
+    def _handle_line(self, line: bytes) -> None:
+        if not line.strip():
+            return
+        try:
+            message = json.loads(line)
+        except ValueError as exc:
+            log.warning("unparsable line: %s", exc)
+            self._send_error(None, PARSE_ERROR, "Parse error", f"invalid JSON: {exc}")
+            return
+        if (
+            isinstance(message, dict)
+            and "method" not in message
+            and ("result" in message or "error" in message)
+        ):
+            self._resolve(message)
+            return
+        if isinstance(message, dict) and message.get("method") == "$/cancel_request":
+            self._cancel_request(message.get("params"))
+            return
+        assert self._tasks is not None
+        self._running += 1
+        self._tasks.start_soon(self._dispatch, message)
+
+    async def _dispatch(self, message: Any) -> None:
+        try:
+            await self._dispatch_one(message)
+        finally:
+            self._running -= 1
+            self._idle.set()
+            self._idle = anyio.Event()
+
+    async def _dispatch_one(self, message: Any) -> None:
+        request_id = message.get("id") if isinstance(message, dict) else None
+        is_request = isinstance(message, dict) and "id" in message
+        scope = anyio.CancelScope()
+        if is_request:
+            self._in_flight[_key(request_id)] = scope
+        try:
+            with scope:
+                answer = await async_dispatch_to_serializable(
+                    "", methods=self._methods, deserializer=lambda _: message
+                )
+            if scope.cancelled_caught:
+                self._send_error(request_id, REQUEST_CANCELLED, "Request cancelled")
+                return
+        finally:
+            if is_request:
+                self._in_flight.pop(_key(request_id), None)
+        if answer:
+            self.send(answer)  # type: ignore[arg-type]
+
+    def _cancel_request(self, params: Any) -> None:
+        if isinstance(params, dict) and (
+            scope := self._in_flight.get(_key(params.get("requestId")))
+        ):
+            scope.cancel()
+
+    def _resolve(self, message: dict[str, Any]) -> None:
+        waiter = self._waiting.pop(message.get("id"), None)  # type: ignore[arg-type]
+        if waiter is None:
+            log.debug("answer to an unknown or abandoned request: %s", message.get("id"))
+            return
+        if "error" in message:
+            err = message["error"] if isinstance(message["error"], dict) else {}
+            waiter.fail(
+                RpcError(
+                    int(err.get("code", INTERNAL_ERROR)),
+                    str(err.get("message", "")),
+                    err.get("data"),
+                )
+            )
+        else:
+            waiter.succeed(message.get("result"))
+
+    def _send_error(self, request_id: Any, code: int, message: str, data: Any = None) -> None:
+        error: dict[str, Any] = {"code": code, "message": message}
+        if data is not None:
+            error["data"] = data
+        self.send({"jsonrpc": "2.0", "id": request_id, "error": error})
+
+
+class _Waiter:
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+    def succeed(self, result: Any) -> None:
+        self.result = result
+        self.done.set()
+
+    def fail(self, error: BaseException) -> None:
+        self.error = error
+        self.done.set()
+
+
+def _key(request_id: Any) -> Any:
+    # JSON-RPC ids are strings or numbers; 1 and "1" are different requests.
+    return (type(request_id).__name__, request_id)
+
+
+def _adapt(handler: Handler) -> Handler:
+    """Wrap a handler so RpcError becomes jsonrpcserver's error and results are wrapped."""
+    from jsonrpcserver import Success
+
+    async def method(**params: Any) -> Any:
+        try:
+            result = await handler(**params)
+        except RpcError as exc:
+            raise JsonRpcError(
+                exc.code, exc.message, exc.data if exc.data is not None else _NODATA
+            ) from exc
+        return Success(result if result is not None else {})
+
+    return method
+
+
+def _nodata() -> Any:
+    from jsonrpcserver.sentinels import NODATA
+
+    return NODATA
+
+
+_NODATA = _nodata()

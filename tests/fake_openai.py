@@ -1,0 +1,477 @@
+"""A scripted fake of the OpenAI chat-completions API, served over real HTTP.
+
+The agent under test talks to it through its normal OpenAI client, so the whole
+network path (SSE parsing, chunked transfer, errors, dropped connections,
+cancellation closing the socket) is exercised. Each POST /v1/chat/completions
+consumes the next scripted response, in order.
+
+Streams use HTTP/1.1 chunked encoding with ``Connection: close``: chunked framing
+is what lets a client notice a connection dropped mid-body (``disconnect``), and
+one request per connection keeps shutdown and "client went away" detection simple.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import select
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, TypeAlias
+
+__all__ = [
+    "Call",
+    "Disconnect",
+    "Error",
+    "FakeOpenAI",
+    "Recorded",
+    "Stall",
+    "Streamed",
+    "disconnect",
+    "error",
+    "stall",
+    "text",
+    "tool_calls",
+]
+
+
+# --------------------------------------------------------------------------- responses
+
+
+@dataclass(frozen=True)
+class Streamed:
+    """A complete SSE stream: one chunk per delta, then the finish chunk, usage, [DONE]."""
+
+    deltas: tuple[dict[str, Any], ...]
+    finish: str = "stop"
+    delay: float = 0.0
+    usage: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Error:
+    """A non-200 answer with an OpenAI-style JSON error body."""
+
+    status: int
+    message: str
+    type: str
+    code: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Disconnect:
+    """Send the first ``chunks`` SSE events of ``after``, then drop the TCP connection."""
+
+    after: Streamed
+    chunks: int
+
+
+@dataclass(frozen=True)
+class Stall:
+    """Send the deltas of ``first`` (no finish chunk, no [DONE]), then go silent."""
+
+    first: Streamed | None = None
+
+
+Response: TypeAlias = "Streamed | Error | Disconnect | Stall | Callable[[dict[str, Any]], Response]"
+
+
+@dataclass(frozen=True)
+class Call:
+    """One tool call the fake model makes. ``arguments`` given as str are sent verbatim."""
+
+    name: str
+    arguments: dict[str, Any] | str
+    id: str | None = None
+
+
+_call_ids = itertools.count(1)
+
+
+def text(
+    *chunks: str,
+    reasoning: Sequence[str] = (),
+    reasoning_field: str = "reasoning_content",
+    finish: str = "stop",
+    delay: float = 0.0,
+    usage: dict[str, Any] | None = None,
+) -> Streamed:
+    """Stream an assistant message: role chunk, reasoning deltas, one delta per text chunk."""
+    # Like OpenAI, the first chunk only announces the role (with empty content).
+    deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
+    deltas += [{reasoning_field: r} for r in reasoning]
+    deltas += [{"content": c} for c in chunks]
+    return Streamed(tuple(deltas), finish, delay, usage)
+
+
+def tool_calls(
+    *calls: Call,
+    text: str = "",
+    finish: str = "tool_calls",
+    split: int = 3,
+    delay: float = 0.0,
+    usage: dict[str, Any] | None = None,
+) -> Streamed:
+    """Stream tool calls the way OpenAI does: a header delta per call, then argument fragments."""
+    deltas: list[dict[str, Any]] = []
+    if text:
+        deltas += [{"role": "assistant", "content": ""}, {"content": text}]
+    for index, call in enumerate(calls):
+        args = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
+        header = {
+            "index": index,
+            "id": call.id or f"call_fake{next(_call_ids):04d}",
+            "type": "function",
+            "function": {"name": call.name, "arguments": ""},
+        }
+        # OpenAI folds the role into the first tool-call chunk when there is no text.
+        first = {"role": "assistant", "content": None} if not deltas else {}
+        deltas.append({**first, "tool_calls": [header]})
+        deltas += [
+            {"tool_calls": [{"index": index, "function": {"arguments": frag}}]}
+            for frag in _fragments(args, split)
+        ]
+    return Streamed(tuple(deltas), finish, delay, usage)
+
+
+def _fragments(s: str, n: int) -> list[str]:
+    """Split ``s`` into at most ``n`` non-empty, roughly equal pieces."""
+    n = max(1, min(n, len(s)))
+    size = -(-len(s) // n) if s else 0
+    return [s[i : i + size] for i in range(0, len(s), size)] if s else []
+
+
+_ERROR_TYPES = {
+    400: ("invalid_request_error", None),
+    401: ("invalid_request_error", "invalid_api_key"),
+    403: ("permission_error", None),
+    404: ("invalid_request_error", "model_not_found"),
+    429: ("requests", "rate_limit_exceeded"),
+}
+
+
+def error(
+    status: int,
+    message: str = "fake error",
+    headers: dict[str, str] | None = None,
+    *,
+    type: str | None = None,
+    code: str | None = None,
+) -> Error:
+    """An HTTP error answer; type/code default to what OpenAI sends for that status."""
+    default_type, default_code = _ERROR_TYPES.get(status, ("server_error", None))
+    return Error(status, message, type or default_type, code or default_code, dict(headers or {}))
+
+
+def disconnect(after: Streamed, chunks: int) -> Disconnect:
+    return Disconnect(after, chunks)
+
+
+def stall(first: Streamed | None = None) -> Stall:
+    return Stall(first)
+
+
+# --------------------------------------------------------------------------- server
+
+
+@dataclass
+class Recorded:
+    """One request as the fake saw it. ``body`` is None when it was not JSON."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+class _ClientGone(Exception):
+    """The client closed the connection while we were streaming."""
+
+
+class _ClosedByServer(Exception):
+    """FakeOpenAI.close() cut the connection while we were streaming."""
+
+
+class FakeOpenAI:
+    """Scripted OpenAI server. Use as a context manager; see the module docstring."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Condition()
+        self._script: deque[Response] = deque()
+        self._requests: list[Recorded] = []
+        self._other: list[Recorded] = []
+        self._sockets: set[socket.socket] = set()
+        self._closing = threading.Event()
+        self.client_gone = threading.Event()
+        self.disconnects = 0
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self._server.daemon_threads = True
+        self._server.fake = self  # type: ignore[attr-defined]
+        self._thread = threading.Thread(
+            # A short poll interval keeps close() fast: shutdown() waits for one poll.
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            daemon=True,
+        )
+        self._thread.start()
+
+    # ---- public API
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    @property
+    def requests(self) -> list[Recorded]:
+        """Chat-completion requests, in arrival order (one per consumed script entry)."""
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def other_requests(self) -> list[Recorded]:
+        """Everything else (GET /v1/models, unknown paths)."""
+        with self._lock:
+            return list(self._other)
+
+    @property
+    def pending(self) -> int:
+        """Scripted responses not consumed yet."""
+        with self._lock:
+            return len(self._script)
+
+    def script(self, *responses: Response) -> None:
+        with self._lock:
+            self._script.extend(responses)
+
+    def wait_for_requests(self, n: int, timeout: float = 10.0) -> list[Recorded]:
+        """Wait until at least ``n`` chat-completion requests arrived; AssertionError if not."""
+        with self._lock:
+            if not self._lock.wait_for(lambda: len(self._requests) >= n, timeout):
+                raise AssertionError(f"expected {n} chat requests, got {len(self._requests)}")
+            return list(self._requests)
+
+    def close(self) -> None:
+        self._closing.set()
+        with self._lock:
+            for sock in list(self._sockets):
+                _shutdown(sock)  # wakes handlers blocked on stalled streams
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> FakeOpenAI:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- used by the handler
+
+    def _record(self, rec: Recorded, chat: bool) -> Response | None:
+        """Record a request; for chat requests also pop the next scripted response."""
+        with self._lock:
+            (self._requests if chat else self._other).append(rec)
+            self._lock.notify_all()
+            if chat and self._script:
+                return self._script.popleft()
+            return None
+
+    def _note_client_gone(self) -> None:
+        with self._lock:
+            self.disconnects += 1
+        self.client_gone.set()
+
+
+def _shutdown(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: Any
+
+    @property
+    def fake(self) -> FakeOpenAI:
+        return self.server.fake
+
+    def setup(self) -> None:
+        super().setup()
+        # Deliver every SSE event immediately rather than letting Nagle batch them.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with self.fake._lock:
+            self.fake._sockets.add(self.connection)
+
+    def finish(self) -> None:
+        with self.fake._lock:
+            self.fake._sockets.discard(self.connection)
+        with contextlib.suppress(OSError):
+            super().finish()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # keep test output quiet
+
+    # ---- routes
+
+    def do_GET(self) -> None:
+        self.fake._record(self._recorded(None), chat=False)
+        if self.path.rstrip("/") == "/v1/models":
+            models = [
+                {"id": m, "object": "model", "created": 0, "owned_by": "fake"}
+                for m in ("fake-model", "fake-model-mini")
+            ]
+            self._json(200, {"object": "list", "data": models})
+        else:
+            self._send_error(error(404, f"fake: no route GET {self.path}"))
+
+    def do_POST(self) -> None:
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        chat = self.path.rstrip("/") == "/v1/chat/completions"
+        if not chat:
+            self.fake._record(self._recorded(body), chat=False)
+            return self._send_error(error(404, f"fake: no route POST {self.path}"))
+        if not isinstance(body, dict):
+            self.fake._record(self._recorded(body), chat=False)
+            return self._send_error(error(400, "fake: request body is not a JSON object"))
+        if not body.get("stream"):
+            # Not consumed from the script: Heron is expected to always stream.
+            self.fake._record(self._recorded(body), chat=False)
+            return self._send_error(error(400, "fake: streaming is required (stream: true)"))
+        response = self.fake._record(self._recorded(body), chat=True)
+        try:
+            while callable(response):
+                response = response(body)
+        except Exception as exc:  # a broken test callback must fail loudly, not hang
+            response = error(500, f"fake: response callable raised {exc!r}")
+        if response is None:
+            response = error(500, "fake: no scripted response left")
+        try:
+            self._respond(response, body)
+        except _ClientGone:
+            self.fake._note_client_gone()
+        except _ClosedByServer:
+            pass
+        self.close_connection = True
+
+    def _recorded(self, body: Any) -> Recorded:
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        return Recorded(self.command, self.path, headers, body)
+
+    # ---- writing
+
+    def _respond(self, response: Response, body: dict[str, Any]) -> None:
+        if isinstance(response, Error):
+            return self._send_error(response)
+        if isinstance(response, Streamed):
+            return self._stream(_events(response, body), response.delay)
+        if isinstance(response, Disconnect):
+            events = _events(response.after, body)[: response.chunks]
+            self._stream(events, response.after.delay, end=False)
+            # Drop the connection mid-body: no terminating chunk, so the client errors.
+            _shutdown(self.connection)
+            return None
+        if isinstance(response, Stall):
+            first = response.first
+            events = _events(first, body)[: len(first.deltas)] if first else []
+            self._stream(events, first.delay if first else 0.0, end=False)
+            return self._wait_for_hangup()
+        raise TypeError(f"fake: not a response: {response!r}")
+
+    def _stream(self, events: list[str], delay: float, end: bool = True) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Connection", "close")
+        self.send_header("x-request-id", "req_fake")
+        self.end_headers()
+        for i, data in enumerate(events):
+            if i and delay:
+                time.sleep(delay)
+            self._chunk(f"data: {data}\n\n".encode())
+        if end:
+            self._chunk(b"")  # zero-length chunk terminates the body
+
+    def _chunk(self, payload: bytes) -> None:
+        try:
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(payload), payload))
+            self.wfile.flush()
+        except OSError as exc:
+            if self.fake._closing.is_set():
+                raise _ClosedByServer from exc
+            raise _ClientGone from exc
+
+    def _wait_for_hangup(self) -> None:
+        """Block until the client closes the socket (-> _ClientGone) or the fake closes."""
+        sock = self.connection
+        while not self.fake._closing.is_set():
+            readable, _, _ = select.select([sock], [], [], 0.05)
+            if not readable:
+                continue
+            try:
+                data = sock.recv(1, socket.MSG_PEEK)
+            except OSError:
+                data = b""
+            if self.fake._closing.is_set():
+                return
+            if not data:
+                raise _ClientGone
+            sock.recv(4096)  # unexpected bytes from the client: discard and keep stalling
+
+    def _send_error(self, err: Error) -> None:
+        detail = {"message": err.message, "type": err.type, "param": None, "code": err.code}
+        payload = {"error": detail}
+        self._json(err.status, payload, err.headers)
+
+    def _json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Connection", "close")
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        with contextlib.suppress(OSError):
+            self.wfile.write(data)
+        self.close_connection = True
+
+
+def _events(resp: Streamed, body: dict[str, Any]) -> list[str]:
+    """SSE data payloads for a stream, exactly as OpenAI would send them for ``body``."""
+    include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+    base = {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": body.get("model", "fake-model"),
+    }
+    # With include_usage OpenAI puts "usage": null on every regular chunk.
+    extra = {"usage": None} if include_usage else {}
+
+    def chunk(delta: dict[str, Any], finish: str | None) -> str:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        return json.dumps({**base, "choices": [choice], **extra})
+
+    events = [chunk(d, None) for d in resp.deltas]
+    events.append(chunk({}, resp.finish))
+    if include_usage:
+        completion = len(resp.deltas)
+        usage = resp.usage or {
+            "prompt_tokens": 10,
+            "completion_tokens": completion,
+            "total_tokens": 10 + completion,
+        }
+        events.append(json.dumps({**base, "choices": [], "usage": usage}))
+    events.append("[DONE]")
+    return events
