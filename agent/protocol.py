@@ -12,7 +12,8 @@ The initialize answer is built in `agent.handshake` without pydantic, to keep st
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+import contextlib
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -44,10 +45,8 @@ def _skip_invalid_items(value: Any, handler: ValidatorFunctionWrapHandler) -> An
         return []
     kept: list[Any] = []
     for item in value:
-        try:
+        with contextlib.suppress(ValidationError):
             kept.extend(handler([item]))
-        except ValidationError:
-            pass
     return kept
 
 
@@ -299,14 +298,14 @@ class PlanUpdate(Outgoing):
     entries: list[PlanEntry]
 
 
-SessionUpdate = Union[
-    AgentMessageChunk,
-    AgentThoughtChunk,
-    UserMessageChunk,
-    ToolCallStart,
-    ToolCallProgress,
-    PlanUpdate,
-]
+SessionUpdate = (
+    AgentMessageChunk
+    | AgentThoughtChunk
+    | UserMessageChunk
+    | ToolCallStart
+    | ToolCallProgress
+    | PlanUpdate
+)
 
 
 class SessionNotification(Outgoing):

@@ -61,10 +61,27 @@ class Session:
             client_terminal=client_capabilities.terminal,
             settings=settings,
         )
+        self._tool_specs: list[dict[str, Any]] | None = None
         self._running: anyio.CancelScope | None = None
         self._turn_lock = anyio.Lock()
         self._call_ids: set[str] = set()
         self._call_counter = itertools.count(1)
+
+    def tool_specs(self) -> list[dict[str, Any]]:
+        """The tools as OpenAI functions; built once, they only change when the tools do."""
+        if self._tool_specs is None:
+            self._tool_specs = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": tool.name,
+                        "description": tool.description,
+                        "parameters": tool.input_schema(),
+                    },
+                }
+                for tool in self.tools.values()
+            ]
+        return self._tool_specs
 
     @property
     def roots(self) -> list[Path]:

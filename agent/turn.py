@@ -111,7 +111,7 @@ class Turn:
         finished: Finished | None = None
         try:
             async with aclosing(
-                stream_chat(session.settings, messages, self.tool_specs())
+                stream_chat(session.settings, messages, session.tool_specs())
             ) as events:
                 async for event in events:
                     if isinstance(event, TextDelta):
@@ -144,19 +144,6 @@ class Turn:
             ]
         session.history.append(message)
         return Reply("".join(text), finished.finish_reason, calls)
-
-    def tool_specs(self) -> list[dict[str, Any]]:
-        return [
-            {
-                "type": "function",
-                "function": {
-                    "name": tool.name,
-                    "description": tool.description,
-                    "parameters": tool.input_schema(),
-                },
-            }
-            for tool in self.session.tools.values()
-        ]
 
     # -- tools -------------------------------------------------------------------------------
 

@@ -81,10 +81,14 @@ def main() -> None:
         runs = [one_run(command, cwd) for _ in range(args.runs)]
     times = sorted(t * 1000 for t, _ in runs)
     rss = sorted(r / 1024 for _, r in runs)
-    print(f"spawn → initialize answer: median {statistics.median(times):.1f} ms "
-          f"(min {times[0]:.1f}, max {times[-1]:.1f}, {args.runs} runs)")
-    print(f"idle RSS after session/new: median {statistics.median(rss):.1f} MB "
-          f"(min {rss[0]:.1f}, max {rss[-1]:.1f})")
+    print(
+        f"spawn → initialize answer: median {statistics.median(times):.1f} ms "
+        f"(min {times[0]:.1f}, max {times[-1]:.1f}, {args.runs} runs)"
+    )
+    print(
+        f"idle RSS after session/new: median {statistics.median(rss):.1f} MB "
+        f"(min {rss[0]:.1f}, max {rss[-1]:.1f})"
+    )
     baseline = []
     for _ in range(10):
         t = time.perf_counter()

@@ -109,7 +109,9 @@ def test_a_stream_dropped_before_any_output_is_retried(heron, fake_llm, workspac
     assert chunks(turn["updates"], "agent_message_chunk") == ["second try"]
 
 
-def test_a_final_model_failure_is_a_readable_error_and_the_session_survives(heron, fake_llm, workspace):
+def test_a_final_model_failure_is_a_readable_error_and_the_session_survives(
+    heron, fake_llm, workspace
+):
     fake_llm.script(error(401, "Incorrect API key provided"))
     client = heron()
     session_id = client.new_session(workspace)
@@ -167,14 +169,24 @@ def test_resource_link_embedded_resource_and_image_reach_the_model(heron, fake_l
     blocks = [
         {"type": "text", "text": "Look at these"},
         {"type": "resource_link", "uri": f"file://{workspace}/notes.txt", "name": "notes.txt"},
-        {"type": "resource", "resource": {"uri": "file:///tmp/x.py", "text": "embedded body", "mimeType": "text/x-python"}},
+        {
+            "type": "resource",
+            "resource": {
+                "uri": "file:///tmp/x.py",
+                "text": "embedded body",
+                "mimeType": "text/x-python",
+            },
+        },
         {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"},
     ]
     assert client.prompt(client.new_session(workspace), blocks)["stopReason"] == "end_turn"
     content = fake_llm.requests[0].body["messages"][-1]["content"]
     texts = " ".join(p.get("text", "") for p in content)
     assert "linked file body" in texts and "embedded body" in texts
-    assert {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}} in content
+    assert {
+        "type": "image_url",
+        "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="},
+    } in content
 
 
 def test_stdin_closing_mid_turn_ends_everything_quickly(heron, fake_llm, workspace):

@@ -12,7 +12,9 @@ from acp_client import RpcError
 
 def test_initialize_negotiates_version_1_and_describes_heron(heron):
     client = heron(initialize=False)
-    result = client.initialize({"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": True})
+    result = client.initialize(
+        {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": True}
+    )
     assert result["protocolVersion"] == 1
     assert result["agentInfo"]["name"] == "heron"
     assert result["agentInfo"]["version"]
@@ -40,8 +42,12 @@ def test_bad_lines_get_the_right_errors_and_the_server_keeps_serving(heron, work
     client = heron()
     client.send_raw(b"this is not json\n")
     client.send_raw(b'{"jsonrpc":"2.0","id":41,"method":"no/such_method","params":{}}\n')
-    client.send_raw(b'{"jsonrpc":"2.0","id":42,"method":"session/new","params":{"cwd":"relative/path","mcpServers":[]}}\n')
-    client.send_raw(b'{"jsonrpc":"2.0","id":43,"method":"session/prompt","params":{"sessionId":"nope","prompt":[]}}\n')
+    client.send_raw(
+        b'{"jsonrpc":"2.0","id":42,"method":"session/new","params":{"cwd":"relative/path","mcpServers":[]}}\n'
+    )
+    client.send_raw(
+        b'{"jsonrpc":"2.0","id":43,"method":"session/prompt","params":{"sessionId":"nope","prompt":[]}}\n'
+    )
     client.send_raw(b'{"jsonrpc":"2.0","id":44,"method":"_heron/unknown","params":{}}\n')
     client.send_raw(b'{"jsonrpc":"2.0","method":"_heron/unknown_notification","params":{}}\n')
     client.send_raw(b'{"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId":"nope"}}\n')
@@ -76,8 +82,17 @@ def test_a_50_mb_line_is_read(heron, workspace):
     session_id = client.new_session(workspace)
     big = "x" * (50 * 1024 * 1024)
     # A huge (invalid) prompt block list: the line must be read whole and answered.
-    line = json.dumps({"jsonrpc": "2.0", "id": 77, "method": "session/prompt",
-                       "params": {"sessionId": "unknown-" + session_id, "prompt": [{"type": "text", "text": big}]}})
+    line = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 77,
+            "method": "session/prompt",
+            "params": {
+                "sessionId": "unknown-" + session_id,
+                "prompt": [{"type": "text", "text": big}],
+            },
+        }
+    )
     client.send_raw(line.encode() + b"\n")
     answer = client.next_response_for(77, timeout=60)
     assert answer["error"]["code"] == -32602  # unknown session: it parsed the whole line

@@ -17,7 +17,9 @@ def builtin_tools() -> list[Tool[Any]]:
     return [
         ReadFile(),
         ListDirectory(),
-        FindPath(),
+        # The Python walk lists paths as fast as rg does (scripts/bench_grep.py) and skips the
+        # cost of re-filtering rg's output, so only grep uses rg.
+        FindPath(use_rg=False),
         Grep(),
         EditFile(),
         WriteFile(),

@@ -8,6 +8,7 @@ a temp file in the same folder, fsync, then rename over the original, keeping it
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -88,8 +89,6 @@ def write_atomically(path: Path, text: str) -> None:
             os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise

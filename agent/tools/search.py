@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import anyio
-from anyio.abc import ByteReceiveStream
+from anyio.abc import ByteReceiveStream, Process
 from pydantic import BaseModel, Field
 
 from agent.tools.base import Preview, Safety, ToolContext, ToolError, ToolResult
@@ -77,19 +78,24 @@ async def run_rg(argv: list[str], cwd: Path, on_line: Callable[[bytes], bool]) -
             assert process.stdout is not None and process.stderr is not None
             tg.start_soon(_collect, process.stderr, errors)
             if await _feed(process.stdout, on_line):
-                with contextlib.suppress(ProcessLookupError):
-                    process.kill()
+                _kill(process)
                 return None
         code = await process.wait()
     finally:
         with anyio.CancelScope(shield=True):
-            if process.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    process.kill()
+            _kill(process)
             await process.aclose()
     if code not in (0, 1) and errors:
         return errors.decode("utf-8", "replace").strip()
     return None
+
+
+def _kill(process: Process) -> None:
+    # os.kill rather than Process.kill: Popen's kill polls first, which can reap the child
+    # behind asyncio's child watcher (it then logs "Unknown child process pid").
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGKILL)
 
 
 async def _collect(stream: ByteReceiveStream, into: bytearray) -> None:
