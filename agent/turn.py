@@ -80,6 +80,7 @@ class Turn:
         self.session = session
         self.scope = scope
         self.open_calls: set[str] = set()  # announced, not yet completed or failed
+        self.results: dict[str, str] = {}  # call id → what the model reads of its result
         self.closed = False
 
     # -- the loop ----------------------------------------------------------------------------
@@ -131,7 +132,12 @@ class Turn:
         assert finished is not None
         calls = [(ids[c.index], c) for c in finished.tool_calls if c.index in ids]
         if finished.finish_reason == "length":
-            calls = []  # arguments may be cut mid-way; close() fails the announced calls
+            # The arguments may be cut mid-way: nothing of this answer runs.
+            for call_id in ids.values():
+                self.fail(
+                    call_id, "The model hit its output token limit before finishing this call."
+                )
+            calls = []
         message: dict[str, Any] = {"role": "assistant", "content": "".join(text) or None}
         if calls:
             message["tool_calls"] = [
@@ -163,32 +169,28 @@ class Turn:
 
     async def run_tools(self, calls: list[tuple[str, RawToolCall]]) -> None:
         """Run in order; consecutive read-only calls run side by side. Results go to history."""
-        results: dict[str, str] = {}
         batch: list[tuple[str, RawToolCall]] = []
 
         async def run_batch() -> None:
-            if len(batch) == 1:
-                results[batch[0][0]] = await self.run_call(*batch[0])
-            elif batch:
-                async with anyio.create_task_group() as tg:
-                    for call_id, call in batch:
-                        tg.start_soon(self._run_into, results, call_id, call)
+            async with anyio.create_task_group() as tg:
+                for call_id, call in batch:
+                    tg.start_soon(self._run_into_results, call_id, call)
             batch.clear()
 
         for call_id, call in calls:
-            if not self._is_read_only(call):
-                await run_batch()
-                results[call_id] = await self.run_call(call_id, call)
-            else:
+            if self._is_read_only(call):
                 batch.append((call_id, call))
+                continue
+            await run_batch()
+            await self._run_into_results(call_id, call)
         await run_batch()
         for call_id, _ in calls:
             self.session.history.append(
-                {"role": "tool", "tool_call_id": call_id, "content": results[call_id]}
+                {"role": "tool", "tool_call_id": call_id, "content": self.results[call_id]}
             )
 
-    async def _run_into(self, results: dict[str, str], call_id: str, call: RawToolCall) -> None:
-        results[call_id] = await self.run_call(call_id, call)
+    async def _run_into_results(self, call_id: str, call: RawToolCall) -> None:
+        self.results[call_id] = await self.run_call(call_id, call)
 
     def _is_read_only(self, call: RawToolCall) -> bool:
         tool = self.session.tools.get(call.name)
@@ -361,8 +363,9 @@ class Turn:
                 }
                 for call in message["tool_calls"]:
                     if call["id"] not in answered:
+                        content = self.results.get(call["id"], reason)
                         history.append(
-                            {"role": "tool", "tool_call_id": call["id"], "content": reason}
+                            {"role": "tool", "tool_call_id": call["id"], "content": content}
                         )
                 return
             if message["role"] == "user":
