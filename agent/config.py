@@ -66,7 +66,7 @@ def load_settings(flags: dict[str, Any], config_path: str | None) -> Settings:
         if os.environ.get(var):
             values[name] = os.environ[var]
     values.update({k: v for k, v in flags.items() if v is not None})
-    return _build(values, source=str(path))
+    return _build(values)
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -86,20 +86,22 @@ def _read_toml(path: Path) -> dict[str, Any]:
     return data
 
 
-def _build(values: dict[str, Any], source: str) -> Settings:
+_NUMBERS: dict[str, type] = {
+    "max_turn_requests": int,
+    "request_timeout": float,
+    "max_retries": int,
+    "max_tool_output_chars": int,
+}
+
+
+def _build(values: dict[str, Any]) -> Settings:
     settings = Settings()
-    for f in fields(Settings):
-        if f.name not in values:
-            continue
-        value = values[f.name]
+    for name, value in values.items():
+        convert = _NUMBERS.get(name, str)
         try:
-            if f.type in ("int",) or isinstance(getattr(settings, f.name), int):
-                value = int(value)
-            elif isinstance(getattr(settings, f.name), float):
-                value = float(value)
+            setattr(settings, name, convert(value))
         except (TypeError, ValueError) as exc:
-            raise ConfigError(f"setting {f.name} must be a number, got {value!r}") from exc
-        setattr(settings, f.name, value)
+            raise ConfigError(f"setting {name} must be a number, got {value!r}") from exc
     if settings.mode not in MODES:
         raise ConfigError(f"mode must be one of {', '.join(MODES)}, got {settings.mode!r}")
     if settings.max_turn_requests < 1:

@@ -70,7 +70,6 @@ CANCELLED = "Cancelled by the user."
 class Reply:
     """What the model answered in one request."""
 
-    text: str
     finish_reason: str | None
     calls: list[tuple[str, RawToolCall]] = field(default_factory=list)  # (our id, the call)
 
@@ -149,7 +148,7 @@ class Turn:
                 for call_id, call in calls
             ]
         session.history.append(message)
-        return Reply("".join(text), finished.finish_reason, calls)
+        return Reply(finished.finish_reason, calls)
 
     # -- tools -------------------------------------------------------------------------------
 

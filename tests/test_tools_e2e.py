@@ -428,21 +428,365 @@ def test_todo_write(heron, fake_llm, workspace):
     )
 
 
-def test_zz_probe(heron, fake_llm, workspace):
-    fake_llm.script(text("hi"))
-    client = heron(*FULL)
-    def hwm():
-        for line in Path(f"/proc/{client.proc.pid}/status").read_text().splitlines():
-            if line.startswith(("VmHWM", "VmRSS")):
-                print(line)
-    hwm()
-    sid = client.new_session(workspace)
-    client.prompt(sid, "x")
-    hwm()
-    fake_llm.script(tool_calls(Call("bash", {"command": "head -c 100000000 /dev/zero | tr '\\0' a"}, id="big")), text("ok"))
-    t = time.monotonic()
-    turn = client.prompt(sid, "y")
-    print("took", time.monotonic() - t, len(turn["updates"]))
-    hwm()
-    r = tool_result(fake_llm.requests[2], "big")
-    print(len(r), r[:100], r[9000:11000].replace("a", ""))
+
+def test_todo_write_sends_the_complete_plan_each_time(heron, fake_llm, workspace):
+    first = [
+        {"content": "Read the code", "status": "in_progress", "priority": "high"},
+        {"content": "Fix the bug", "status": "pending", "priority": "medium"},
+    ]
+    second = [
+        {"content": "Read the code", "status": "completed", "priority": "high"},
+        {"content": "Fix the bug", "status": "in_progress", "priority": "medium"},
+    ]
+    _, turn = run_turn(
+        heron,
+        fake_llm,
+        workspace,
+        tool_calls(Call("todo_write", {"todos": first}, id="t1")),
+        tool_calls(Call("todo_write", {"todos": second}, id="t2")),
+        text("ok"),
+    )
+    plans = [u for u in turn["updates"] if u["sessionUpdate"] == "plan"]
+    assert plans == [{"sessionUpdate": "plan", "entries": first}, {"sessionUpdate": "plan", "entries": second}]
+    # the plan goes out while its call runs: after in_progress, before completed
+    kinds = [(u["sessionUpdate"], u.get("status")) for u in turn["updates"] if u.get("toolCallId") in (None, "t1")][:5]
+    assert kinds == [
+        ("tool_call", "pending"),
+        ("tool_call_update", None),
+        ("tool_call_update", "in_progress"),
+        ("plan", None),
+        ("tool_call_update", "completed"),
+    ]
+
+
+# --------------------------------------------------------------------------- 5. fs through the client
+
+
+def test_with_fs_capability_files_go_through_the_editor(heron, fake_llm, workspace):
+    a, b = Path(workspace, "a.txt"), Path(workspace, "b.txt")
+    a.write_text("saved on disk\n")
+    fake_llm.script(
+        tool_calls(Call("read_file", {"path": "a.txt"}, id="r")),
+        tool_calls(
+            Call("edit_file", {"path": "a.txt", "old_string": "unsaved", "new_string": "edited"}, id="e")
+        ),
+        tool_calls(Call("write_file", {"path": "b.txt", "content": "new file\n"}, id="w")),
+        text("ok"),
+    )
+    client = heron(*FULL, client_capabilities=FS_CAPS)
+    client.buffers[str(a)] = "unsaved buffer line\n"
+    session_id = client.new_session(workspace)
+    turn = client.prompt(session_id, "go")
+    assert turn["stopReason"] == "end_turn"
+    # read_file reads the editor's buffer, not the disk
+    assert tool_result(fake_llm.requests[1], "r") == "     1\tunsaved buffer line"
+    # the edit is computed from (and shown against) the buffer
+    assert last(turn["updates"], "e")["content"] == [
+        {"type": "diff", "path": str(a), "oldText": "unsaved buffer line\n", "newText": "edited buffer line\n"}
+    ]
+    assert statuses(turn["updates"], "w")[-1] == "completed"
+    # writes went through fs/write_text_file, so the editor saw them
+    assert client.fs_writes == [(str(a), "edited buffer line\n"), (str(b), "new file\n")]
+    assert client.buffers[str(a)] == "edited buffer line\n"
+    fs = [r for r in client.agent_requests if r.method.startswith("fs/")]
+    assert {r.method for r in fs} == {"fs/read_text_file", "fs/write_text_file"}
+    assert all(r.params["sessionId"] == session_id for r in fs)
+    assert [r.params["path"] for r in fs if r.method == "fs/write_text_file"] == [str(a), str(b)]
+    # every write is preceded by a read of the same file (what the change was computed from)
+    for i, r in enumerate(fs):
+        if r.method == "fs/write_text_file":
+            assert any(p.params["path"] == r.params["path"] for p in fs[:i] if p.method == "fs/read_text_file")
+
+
+def test_without_fs_capability_files_are_read_and_written_locally(heron, fake_llm, workspace):
+    a = Path(workspace, "a.txt")
+    a.write_text("saved on disk\n")
+    fake_llm.script(
+        tool_calls(Call("read_file", {"path": "a.txt"}, id="r")),
+        tool_calls(
+            Call("edit_file", {"path": "a.txt", "old_string": "saved", "new_string": "edited"}, id="e")
+        ),
+        text("ok"),
+    )
+    client = heron(*FULL, client_capabilities=NO_CAPS)
+    client.buffers[str(a)] = "unsaved buffer line\n"  # the editor has it, but did not offer fs
+    turn = client.prompt(client.new_session(workspace), "go")
+    assert turn["stopReason"] == "end_turn"
+    assert tool_result(fake_llm.requests[1], "r") == "     1\tsaved on disk"
+    assert a.read_text() == "edited on disk\n"
+    assert client_methods(client, "fs/") == [] and client.fs_writes == []
+
+
+# --------------------------------------------------------------------------- 6. bash: terminal or local
+
+
+def test_bash_runs_in_the_client_terminal(heron, fake_llm, workspace):
+    command = "echo out; echo err >&2; exit 3"
+    client, turn = run_turn(
+        heron,
+        fake_llm,
+        workspace,
+        tool_calls(Call("bash", {"command": command}, id="b")),
+        text("ok"),
+        caps=TERMINAL_CAPS,
+    )
+    assert client_methods(client, "terminal/") == [
+        "terminal/create",
+        "terminal/wait_for_exit",
+        "terminal/output",
+        "terminal/release",
+    ]
+    create, *rest = [r.params for r in client.agent_requests if r.method.startswith("terminal/")]
+    assert create["args"][-2:] == ["-c", command] and create["cwd"] == workspace
+    terminal_id = rest[0]["terminalId"]
+    assert all(p["terminalId"] == terminal_id for p in rest)
+    embed = [{"type": "terminal", "terminalId": terminal_id}]
+    mine = for_call(turn["updates"], "b")
+    # the live terminal is embedded while the command runs, and stays at the end
+    running = mine[mine.index({"sessionUpdate": "tool_call_update", "toolCallId": "b", "status": "in_progress"}) + 1 :]
+    assert running[0] == {"sessionUpdate": "tool_call_update", "toolCallId": "b", "content": embed}
+    assert mine[-1]["status"] == "completed" and mine[-1]["content"] == embed
+    assert mine[-1]["rawOutput"]["exitCode"] == 3
+    assert tool_result(fake_llm.requests[1], "b") == "Exit code 3\nout\nerr\n"
+    assert client.terminals == {}  # released
+
+
+def test_bash_locally_streams_its_output(heron, fake_llm, workspace):
+    command = "echo first; sleep 0.5; echo second; exit 4"
+    client, turn = run_turn(
+        heron,
+        fake_llm,
+        workspace,
+        tool_calls(Call("bash", {"command": command}, id="b")),
+        text("ok"),
+        caps=NO_CAPS,
+    )
+    mine = for_call(turn["updates"], "b")
+    progress = [texts(u) for u in mine if u["sessionUpdate"] == "tool_call_update" and "status" not in u and "content" in u]
+    assert "```\nfirst\n```" in progress  # shown before the command ended
+    final = mine[-1]
+    assert final["status"] == "completed"
+    assert texts(final) == "```\nfirst\nsecond\n```\n\nExit code 4"
+    assert final["rawOutput"] == {"exitCode": 4}
+    assert tool_result(fake_llm.requests[1], "b") == "Exit code 4\nfirst\nsecond\n"
+    assert client_methods(client) == []
+
+
+# --------------------------------------------------------------------------- 7. cancel a running command
+
+
+@pytest.mark.parametrize("caps", [NO_CAPS, TERMINAL_CAPS], ids=["local", "client-terminal"])
+def test_cancel_stops_a_running_command(heron, fake_llm, workspace, caps):
+    command, pattern = unique_sleep()
+    fake_llm.script(tool_calls(Call("bash", {"command": command}, id="b")), text("never"))
+    client = heron(*FULL, client_capabilities=caps)
+    session_id = client.new_session(workspace)
+    pending = client.prompt_async(session_id, "go")
+    client.wait_for_update(lambda u: u.get("status") == "in_progress")
+    wait_until(lambda: survivors(pattern), what="the command to start")
+    started = time.monotonic()
+    client.cancel(session_id)
+    assert pending.result(timeout=10) == {"stopReason": "cancelled"}
+    assert time.monotonic() - started < 3
+    assert survivors(pattern) == ""
+    updates = pending.updates()
+    assert statuses(updates, "b") == ["pending", "in_progress", "failed"]
+    assert "Cancelled" in texts(last(updates, "b"))
+    assert len(fake_llm.requests) == 1
+    if caps["terminal"]:
+        assert client_methods(client, "terminal/") == [
+            "terminal/create",
+            "terminal/wait_for_exit",
+            "terminal/kill",
+            "terminal/release",
+        ]
+    else:
+        assert client_methods(client) == []
+
+
+# --------------------------------------------------------------------------- 8. stale edits
+
+
+def test_a_file_changed_after_the_preview_is_not_overwritten(heron, fake_llm, workspace):
+    path = Path(workspace, "a.txt")
+    path.write_text("hello world\n")
+    asked: list[dict[str, Any]] = []
+
+    def user_edits_then_allows(params: dict[str, Any]) -> dict[str, Any]:
+        asked.append(params)
+        path.write_text("hello world, says the user\n")
+        return {"outcome": "selected", "optionId": "allow_once"}
+
+    fake_llm.script(
+        tool_calls(
+            Call("edit_file", {"path": "a.txt", "old_string": "world", "new_string": "heron"}, id="e")
+        ),
+        text("ok"),
+    )
+    client = heron("--mode", "ask")
+    client.permission = user_edits_then_allows
+    turn = client.prompt(client.new_session(workspace), "go")
+    assert len(asked) == 1
+    assert statuses(turn["updates"], "e") == ["pending", "failed"]
+    reason = tool_result(fake_llm.requests[1], "e")
+    assert "changed since this change was prepared" in reason and "Read the file again" in reason
+    assert texts(last(turn["updates"], "e")) == reason
+    assert path.read_text() == "hello world, says the user\n"
+    assert turn["stopReason"] == "end_turn"
+
+
+# --------------------------------------------------------------------------- 9. huge output
+
+
+def _peak_rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmHWM")
+
+
+def test_a_100_mb_command_output_keeps_memory_flat(heron, fake_llm, workspace):
+    fake_llm.script(text("warm up"))
+    client = heron(*FULL, client_capabilities=NO_CAPS)
+    session_id = client.new_session(workspace)
+    client.prompt(session_id, "hi")  # loads the model client, so the baseline is realistic
+    before = _peak_rss_kb(client.proc.pid)
+    command = "head -c 100000000 /dev/zero | tr '\\0' a; echo; echo THE-END"
+    fake_llm.script(tool_calls(Call("bash", {"command": command}, id="big")), text("ok"))
+    turn = client.prompt(session_id, "flood", timeout=60)
+    after = _peak_rss_kb(client.proc.pid)
+    assert turn["stopReason"] == "end_turn"
+    assert statuses(turn["updates"], "big")[-1] == "completed"
+    assert after < 150 * 1024, f"peak RSS {after} kB"
+    assert after - before < 50 * 1024, f"peak RSS grew from {before} to {after} kB"
+    result = tool_result(fake_llm.requests[2], "big")
+    assert result.startswith("Exit code 0\naaaa")
+    assert "bytes omitted" in result and result.endswith("THE-END\n")
+    assert len(result) <= 30_000
+    # what the editor was shown stays bounded too
+    assert max(len(json.dumps(u)) for u in turn["updates"]) < 200_000
+
+
+# --------------------------------------------------------------------------- 10. bad calls
+
+
+def test_invalid_arguments_and_unknown_tools_fail_and_the_turn_goes_on(heron, fake_llm, workspace):
+    _, turn = run_turn(
+        heron,
+        fake_llm,
+        workspace,
+        tool_calls(
+            Call("read_file", "{not json", id="bad"),
+            Call("frobnicate", {"x": 1}, id="unknown"),
+            Call("read_file", {"line": 3}, id="invalid"),
+        ),
+        text("sorry"),
+    )
+    assert turn["stopReason"] == "end_turn"
+    updates = turn["updates"]
+    for call_id in ("bad", "unknown", "invalid"):
+        assert statuses(updates, call_id) == ["pending", "failed"]
+    assert for_call(updates, "unknown")[0]["kind"] == "other"
+    results = dict(tool_results(fake_llm.requests[1]))
+    assert list(results) == ["bad", "unknown", "invalid"]
+    assert results["bad"].startswith("The arguments for read_file are not valid JSON")
+    assert "Call it again with a JSON object" in results["bad"]
+    assert results["unknown"].startswith("Unknown tool 'frobnicate'. Available tools: read_file,")
+    assert "todo_write" in results["unknown"]
+    assert results["invalid"] == "Invalid arguments for read_file: path: Field required"
+    for call_id, reason in results.items():
+        assert texts(last(updates, call_id)) == reason
+    # the broken call goes back to the model as valid JSON, so the next request is accepted
+    calls = fake_llm.requests[1].body["messages"][-4]["tool_calls"]
+    assert json.loads(calls[0]["function"]["arguments"]) == {"invalid_json_arguments": "{not json"}
+
+
+# --------------------------------------------------------------------------- 11. request cap
+
+
+def test_max_turn_requests_stops_a_model_that_keeps_calling_tools(heron, fake_llm, workspace):
+    Path(workspace, "a.txt").write_text("a\n")
+    read = {"path": "a.txt"}
+    _, turn = run_turn(
+        heron,
+        fake_llm,
+        workspace,
+        tool_calls(Call("read_file", read, id="r1")),
+        tool_calls(Call("read_file", read, id="r2")),
+        tool_calls(Call("read_file", read, id="r3")),
+        args=(*FULL, "--max-turn-requests", "2"),
+    )
+    assert turn["stopReason"] == "max_turn_requests"
+    assert len(fake_llm.requests) == 2 and fake_llm.pending == 1
+    assert statuses(turn["updates"], "r1")[-1] == "completed"
+    assert statuses(turn["updates"], "r2")[-1] == "completed"
+    assert for_call(turn["updates"], "r3") == []
+
+
+# --------------------------------------------------------------------------- 12. several calls at once
+
+
+def test_several_calls_in_one_response_run_in_order(heron, fake_llm, workspace):
+    Path(workspace, "a.txt").write_text("first\n")
+    _, turn = run_turn(
+        heron,
+        fake_llm,
+        workspace,
+        tool_calls(
+            Call("read_file", {"path": "a.txt"}, id="r1"),
+            Call("write_file", {"path": "a.txt", "content": "second\n"}, id="w"),
+            Call("read_file", {"path": "a.txt"}, id="r2"),
+            Call("bash", {"command": "cat a.txt"}, id="b"),
+        ),
+        text("ok"),
+    )
+    for call_id in ("r1", "w", "r2", "b"):
+        assert statuses(turn["updates"], call_id) == ["pending", "in_progress", "completed"]
+    results = tool_results(fake_llm.requests[1])
+    assert results == [
+        ("r1", "     1\tfirst"),
+        ("w", "Wrote a.txt (1 line)."),
+        ("r2", "     1\tsecond"),
+        ("b", "Exit code 0\nsecond\n"),
+    ]
+    # one assistant message with the four calls, then their four results
+    messages = fake_llm.requests[1].body["messages"]
+    assert [m["role"] for m in messages[-5:]] == ["assistant", "tool", "tool", "tool", "tool"]
+    assert [c["id"] for c in messages[-5]["tool_calls"]] == ["r1", "w", "r2", "b"]
+
+
+def test_read_only_calls_in_one_response_run_side_by_side(heron, fake_llm, workspace):
+    for name in ("a.txt", "b.txt"):
+        Path(workspace, name).write_text(f"text of {name}\n")
+    fake_llm.script(
+        tool_calls(
+            Call("read_file", {"path": "a.txt"}, id="r1"),
+            Call("read_file", {"path": "b.txt"}, id="r2"),
+            Call("grep", {"pattern": "text of"}, id="g"),
+        ),
+        text("ok"),
+    )
+    client = heron(*FULL, client_capabilities=FS_CAPS)
+    # Each editor read waits for the other one: only calls running side by side get through.
+    both_reading = threading.Barrier(2, timeout=5)
+    overlapped: list[bool] = []
+    builtin_read = client.handlers["fs/read_text_file"]
+
+    def read_when_both_wait(params: dict[str, Any]) -> dict[str, Any]:
+        try:
+            both_reading.wait()
+            overlapped.append(True)
+        except threading.BrokenBarrierError:
+            overlapped.append(False)
+        return builtin_read(params)
+
+    client.handlers["fs/read_text_file"] = read_when_both_wait
+    turn = client.prompt(client.new_session(workspace), "go")
+    assert overlapped == [True, True]
+    for call_id in ("r1", "r2", "g"):
+        assert statuses(turn["updates"], call_id) == ["pending", "in_progress", "completed"]
+    results = tool_results(fake_llm.requests[1])
+    assert [cid for cid, _ in results] == ["r1", "r2", "g"]
+    assert results[0][1] == "     1\ttext of a.txt"
+    assert results[1][1] == "     1\ttext of b.txt"
+    assert results[2][1].startswith("a.txt:1:text of a.txt\nb.txt:1:text of b.txt\n")

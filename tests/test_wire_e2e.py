@@ -129,3 +129,27 @@ def test_python_dash_m_agent_speaks_acp(tmp_path):
     lines = proc.stdout.splitlines()
     assert len(lines) == 1
     assert json.loads(lines[0])["result"]["agentInfo"]["name"] == "heron"
+
+
+@pytest.mark.parametrize(
+    ("config_text", "complaint"),
+    [
+        ('modle = "x"\n', "unknown setting"),
+        ('mode = "yolo"\n', "mode must be one of"),
+        ("max_turn_requests = 'lots'\n", "must be a number"),
+        ("not toml [", "cannot read config"),
+    ],
+)
+def test_a_bad_config_file_is_reported_on_stderr_and_stdout_stays_clean(
+    tmp_path, config_text, complaint
+):
+    from conftest import _heron_executable
+
+    config = tmp_path / "config.toml"
+    config.write_text(config_text)
+    proc = subprocess.run(
+        [_heron_executable(), "--config", str(config)], input=b"", capture_output=True, timeout=10
+    )
+    assert proc.returncode == 2
+    assert proc.stdout == b""
+    assert complaint in proc.stderr.decode()
