@@ -237,11 +237,11 @@ class Turn:
                 raw_input=raw_args,
             )
         )
-        decision, reason = decide(session.mode, tool, args, ctx, session.permissions, session.roots)
-        if decision is Decision.REFUSE:
-            return self.fail(call_id, reason)
-        if decision is Decision.ASK and not await self.ask_permission(
-            call_id, tool, args, preview, raw_args
+        verdict = decide(session.mode, tool, args, ctx, session.permissions, session.roots)
+        if verdict.decision is Decision.REFUSE:
+            return self.fail(call_id, verdict.reason)
+        if verdict.decision is Decision.ASK and not await self.ask_permission(
+            call_id, tool, verdict.keys, preview, raw_args
         ):
             return self.fail(call_id, REJECTED)
 
@@ -282,7 +282,12 @@ class Turn:
             return Preview(title=tool.name)
 
     async def ask_permission(
-        self, call_id: str, tool: Tool[Any], args: Any, preview: Preview, raw_args: dict[str, Any]
+        self,
+        call_id: str,
+        tool: Tool[Any],
+        keys: list[str],
+        preview: Preview,
+        raw_args: dict[str, Any],
     ) -> bool:
         session = self.session
         request = RequestPermissionParams(
@@ -296,7 +301,7 @@ class Turn:
                 locations=preview.locations or None,
                 raw_input=raw_args,
             ),
-            options=options_for(tool, args),
+            options=options_for(keys),
         )
         try:
             answer = await session.connection.request("session/request_permission", request.dump())
@@ -309,11 +314,7 @@ class Turn:
             self.scope.cancel()
             await anyio.lowlevel.checkpoint()
             return False
-        keys = tool.permission_keys(args)
-        if outcome.option_id == "allow_always":
-            session.permissions.allowed.update(keys)
-        elif outcome.option_id == "reject_always":
-            session.permissions.rejected.update(keys)
+        session.permissions.remember(outcome.option_id, keys)
         return outcome.option_id in ("allow_once", "allow_always")
 
     def fail(self, call_id: str, reason: str, raw_input: Any = None) -> str:

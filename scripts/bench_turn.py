@@ -103,10 +103,8 @@ def main() -> None:
             bash = rounds_ms(client, session_id, fake, Call("bash", {"command": "true"}), n)
             print(f"model round with one local bash call: {bash:.1f} ms per round ({n} rounds)")
             finished.update(u.get("toolCallId") for u in client.updates(session_id))
-            cancels = [cancel_ms(client, session_id, fake) for _ in range(5)]
-            print(
-                f"cancel during `sleep 60` → cancelled answer: median {statistics.median(cancels):.1f} ms"
-            )
+            cancel = statistics.median(cancel_ms(client, session_id, fake) for _ in range(5))
+            print(f"cancel during `sleep 60` → `cancelled` answer: median {cancel:.1f} ms")
         finally:
             client.kill()
         client.assert_clean()

@@ -9,7 +9,6 @@ Permission answers and modes are covered in `test_permissions_e2e.py`.
 from __future__ import annotations
 
 import json
-import os
 import random
 import subprocess
 import threading
@@ -31,7 +30,7 @@ TERMINAL_CAPS: dict[str, Any] = {
 FULL = ("--mode", "full-access")
 
 
-# --------------------------------------------------------------------------- helpers
+# ---------------------------------------------------------------------------------------- helpers
 
 
 def for_call(updates: list[dict[str, Any]], call_id: str) -> list[dict[str, Any]]:
@@ -80,11 +79,12 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 10, what: str = "c
     return value
 
 
-def run_turn(heron, fake_llm, workspace, *responses, args=FULL, caps=None, prompt="go"):
+def run_turn(heron, fake_llm, workspace, *responses, args=FULL, caps=None, permission="allow_once"):
     """Script the model, start the agent, run one prompt turn; returns (client, turn)."""
     fake_llm.script(*responses)
     client = heron(*args, client_capabilities=caps)
-    turn = client.prompt(client.new_session(workspace), prompt)
+    client.permission = permission
+    turn = client.prompt(client.new_session(workspace), "go")
     return client, turn
 
 
@@ -136,7 +136,7 @@ def survivors(pattern: str) -> str:
     return found.stdout.strip()
 
 
-# --------------------------------------------------------------------------- a local web server
+# ----------------------------------------------------------------------------- a local web server
 
 
 class _Web(BaseHTTPRequestHandler):
@@ -169,7 +169,7 @@ def web() -> Iterator[str]:
         thread.join(5)
 
 
-# --------------------------------------------------------------------------- 1. every tool
+# ---------------------------------------------------------------------------------- 1. every tool
 
 
 def test_read_file(heron, fake_llm, workspace):
@@ -196,7 +196,11 @@ def test_read_file(heron, fake_llm, workspace):
     # the model's own call is in the history right before its result
     assistant = fake_llm.requests[1].body["messages"][-2]
     assert assistant["tool_calls"] == [
-        {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": json.dumps(args)}}
+        {
+            "id": "c1",
+            "type": "function",
+            "function": {"name": "read_file", "arguments": json.dumps(args)},
+        }
     ]
     assert client_methods(client) == []  # no fs capability: nothing asked of the editor
 
@@ -246,7 +250,9 @@ def test_grep(heron, fake_llm, workspace):
     Path(workspace, "a.py").write_text("x = 1\nneedle = 2\n")
     Path(workspace, "b.py").write_text("nothing here\n")
     args = {"pattern": "needle"}
-    _, turn = run_turn(heron, fake_llm, workspace, tool_calls(Call("grep", args, id="g")), text("ok"))
+    _, turn = run_turn(
+        heron, fake_llm, workspace, tool_calls(Call("grep", args, id="g")), text("ok")
+    )
     mine = assert_lifecycle(
         turn["updates"],
         "g",
@@ -358,7 +364,9 @@ def test_move_path(heron, fake_llm, workspace):
 
 def test_bash(heron, fake_llm, workspace):
     args = {"command": "echo hello; pwd"}
-    _, turn = run_turn(heron, fake_llm, workspace, tool_calls(Call("bash", args, id="b")), text("ok"))
+    _, turn = run_turn(
+        heron, fake_llm, workspace, tool_calls(Call("bash", args, id="b")), text("ok")
+    )
     mine = assert_lifecycle(
         turn["updates"],
         "b",
@@ -401,6 +409,25 @@ def test_fetch_of_a_missing_page_fails(heron, fake_llm, workspace, web):
     assert turn["stopReason"] == "end_turn"
 
 
+def test_allow_always_for_a_fetch_covers_the_host(heron, fake_llm, workspace, web):
+    client, turn = run_turn(
+        heron,
+        fake_llm,
+        workspace,
+        tool_calls(Call("fetch", {"url": f"{web}/hello.txt"}, id="f1")),
+        tool_calls(Call("fetch", {"url": f"{web}/other"}, id="f2")),
+        text("ok"),
+        args=(),
+        permission="allow_always",
+    )
+    asked = [r.params for r in client.agent_requests if r.method == "session/request_permission"]
+    assert [p["toolCall"]["toolCallId"] for p in asked] == ["f1"]  # the same host: asked once
+    assert [o["name"] for o in asked[0]["options"]][1] == "Always allow `127.0.0.1`"
+    assert statuses(turn["updates"], "f1")[-1] == "completed"
+    assert statuses(turn["updates"], "f2")[-1] == "failed"  # a 404, but it ran
+    assert tool_result(fake_llm.requests[2], "f2").startswith("HTTP 404")
+
+
 def test_todo_write(heron, fake_llm, workspace):
     todos = [
         {"content": "Read the code", "status": "completed", "priority": "high"},
@@ -428,7 +455,6 @@ def test_todo_write(heron, fake_llm, workspace):
     )
 
 
-
 def test_todo_write_sends_the_complete_plan_each_time(heron, fake_llm, workspace):
     first = [
         {"content": "Read the code", "status": "in_progress", "priority": "high"},
@@ -447,9 +473,16 @@ def test_todo_write_sends_the_complete_plan_each_time(heron, fake_llm, workspace
         text("ok"),
     )
     plans = [u for u in turn["updates"] if u["sessionUpdate"] == "plan"]
-    assert plans == [{"sessionUpdate": "plan", "entries": first}, {"sessionUpdate": "plan", "entries": second}]
+    assert plans == [
+        {"sessionUpdate": "plan", "entries": first},
+        {"sessionUpdate": "plan", "entries": second},
+    ]
     # the plan goes out while its call runs: after in_progress, before completed
-    kinds = [(u["sessionUpdate"], u.get("status")) for u in turn["updates"] if u.get("toolCallId") in (None, "t1")][:5]
+    kinds = [
+        (u["sessionUpdate"], u.get("status"))
+        for u in turn["updates"]
+        if u.get("toolCallId") in (None, "t1")
+    ][:5]
     assert kinds == [
         ("tool_call", "pending"),
         ("tool_call_update", None),
@@ -459,7 +492,7 @@ def test_todo_write_sends_the_complete_plan_each_time(heron, fake_llm, workspace
     ]
 
 
-# --------------------------------------------------------------------------- 5. fs through the client
+# ----------------------------------------------------------------------- 5. fs through the client
 
 
 def test_with_fs_capability_files_go_through_the_editor(heron, fake_llm, workspace):
@@ -468,7 +501,11 @@ def test_with_fs_capability_files_go_through_the_editor(heron, fake_llm, workspa
     fake_llm.script(
         tool_calls(Call("read_file", {"path": "a.txt"}, id="r")),
         tool_calls(
-            Call("edit_file", {"path": "a.txt", "old_string": "unsaved", "new_string": "edited"}, id="e")
+            Call(
+                "edit_file",
+                {"path": "a.txt", "old_string": "unsaved", "new_string": "edited"},
+                id="e",
+            )
         ),
         tool_calls(Call("write_file", {"path": "b.txt", "content": "new file\n"}, id="w")),
         text("ok"),
@@ -482,7 +519,12 @@ def test_with_fs_capability_files_go_through_the_editor(heron, fake_llm, workspa
     assert tool_result(fake_llm.requests[1], "r") == "     1\tunsaved buffer line"
     # the edit is computed from (and shown against) the buffer
     assert last(turn["updates"], "e")["content"] == [
-        {"type": "diff", "path": str(a), "oldText": "unsaved buffer line\n", "newText": "edited buffer line\n"}
+        {
+            "type": "diff",
+            "path": str(a),
+            "oldText": "unsaved buffer line\n",
+            "newText": "edited buffer line\n",
+        }
     ]
     assert statuses(turn["updates"], "w")[-1] == "completed"
     # writes went through fs/write_text_file, so the editor saw them
@@ -495,7 +537,11 @@ def test_with_fs_capability_files_go_through_the_editor(heron, fake_llm, workspa
     # every write is preceded by a read of the same file (what the change was computed from)
     for i, r in enumerate(fs):
         if r.method == "fs/write_text_file":
-            assert any(p.params["path"] == r.params["path"] for p in fs[:i] if p.method == "fs/read_text_file")
+            assert any(
+                p.params["path"] == r.params["path"]
+                for p in fs[:i]
+                if p.method == "fs/read_text_file"
+            )
 
 
 def test_without_fs_capability_files_are_read_and_written_locally(heron, fake_llm, workspace):
@@ -504,7 +550,11 @@ def test_without_fs_capability_files_are_read_and_written_locally(heron, fake_ll
     fake_llm.script(
         tool_calls(Call("read_file", {"path": "a.txt"}, id="r")),
         tool_calls(
-            Call("edit_file", {"path": "a.txt", "old_string": "saved", "new_string": "edited"}, id="e")
+            Call(
+                "edit_file",
+                {"path": "a.txt", "old_string": "saved", "new_string": "edited"},
+                id="e",
+            )
         ),
         text("ok"),
     )
@@ -517,7 +567,7 @@ def test_without_fs_capability_files_are_read_and_written_locally(heron, fake_ll
     assert client_methods(client, "fs/") == [] and client.fs_writes == []
 
 
-# --------------------------------------------------------------------------- 6. bash: terminal or local
+# --------------------------------------------------------------------- 6. bash: terminal or local
 
 
 def test_bash_runs_in_the_client_terminal(heron, fake_llm, workspace):
@@ -543,7 +593,12 @@ def test_bash_runs_in_the_client_terminal(heron, fake_llm, workspace):
     embed = [{"type": "terminal", "terminalId": terminal_id}]
     mine = for_call(turn["updates"], "b")
     # the live terminal is embedded while the command runs, and stays at the end
-    running = mine[mine.index({"sessionUpdate": "tool_call_update", "toolCallId": "b", "status": "in_progress"}) + 1 :]
+    running = mine[
+        mine.index(
+            {"sessionUpdate": "tool_call_update", "toolCallId": "b", "status": "in_progress"}
+        )
+        + 1 :
+    ]
     assert running[0] == {"sessionUpdate": "tool_call_update", "toolCallId": "b", "content": embed}
     assert mine[-1]["status"] == "completed" and mine[-1]["content"] == embed
     assert mine[-1]["rawOutput"]["exitCode"] == 3
@@ -562,7 +617,11 @@ def test_bash_locally_streams_its_output(heron, fake_llm, workspace):
         caps=NO_CAPS,
     )
     mine = for_call(turn["updates"], "b")
-    progress = [texts(u) for u in mine if u["sessionUpdate"] == "tool_call_update" and "status" not in u and "content" in u]
+    progress = [
+        texts(u)
+        for u in mine
+        if u["sessionUpdate"] == "tool_call_update" and "status" not in u and "content" in u
+    ]
     assert "```\nfirst\n```" in progress  # shown before the command ended
     final = mine[-1]
     assert final["status"] == "completed"
@@ -572,7 +631,7 @@ def test_bash_locally_streams_its_output(heron, fake_llm, workspace):
     assert client_methods(client) == []
 
 
-# --------------------------------------------------------------------------- 7. cancel a running command
+# -------------------------------------------------------------------- 7. cancel a running command
 
 
 @pytest.mark.parametrize("caps", [NO_CAPS, TERMINAL_CAPS], ids=["local", "client-terminal"])
@@ -604,7 +663,7 @@ def test_cancel_stops_a_running_command(heron, fake_llm, workspace, caps):
         assert client_methods(client) == []
 
 
-# --------------------------------------------------------------------------- 8. stale edits
+# --------------------------------------------------------------------------------- 8. stale edits
 
 
 def test_a_file_changed_after_the_preview_is_not_overwritten(heron, fake_llm, workspace):
@@ -619,7 +678,9 @@ def test_a_file_changed_after_the_preview_is_not_overwritten(heron, fake_llm, wo
 
     fake_llm.script(
         tool_calls(
-            Call("edit_file", {"path": "a.txt", "old_string": "world", "new_string": "heron"}, id="e")
+            Call(
+                "edit_file", {"path": "a.txt", "old_string": "world", "new_string": "heron"}, id="e"
+            )
         ),
         text("ok"),
     )
@@ -627,7 +688,7 @@ def test_a_file_changed_after_the_preview_is_not_overwritten(heron, fake_llm, wo
     client.permission = user_edits_then_allows
     turn = client.prompt(client.new_session(workspace), "go")
     assert len(asked) == 1
-    assert statuses(turn["updates"], "e") == ["pending", "failed"]
+    assert statuses(turn["updates"], "e") == ["pending", "in_progress", "failed"]
     reason = tool_result(fake_llm.requests[1], "e")
     assert "changed since this change was prepared" in reason and "Read the file again" in reason
     assert texts(last(turn["updates"], "e")) == reason
@@ -635,7 +696,7 @@ def test_a_file_changed_after_the_preview_is_not_overwritten(heron, fake_llm, wo
     assert turn["stopReason"] == "end_turn"
 
 
-# --------------------------------------------------------------------------- 9. huge output
+# --------------------------------------------------------------------------------- 9. huge output
 
 
 def _peak_rss_kb(pid: int) -> int:
@@ -667,7 +728,7 @@ def test_a_100_mb_command_output_keeps_memory_flat(heron, fake_llm, workspace):
     assert max(len(json.dumps(u)) for u in turn["updates"]) < 200_000
 
 
-# --------------------------------------------------------------------------- 10. bad calls
+# ---------------------------------------------------------------------------------- 10. bad calls
 
 
 def test_invalid_arguments_and_unknown_tools_fail_and_the_turn_goes_on(heron, fake_llm, workspace):
@@ -701,7 +762,7 @@ def test_invalid_arguments_and_unknown_tools_fail_and_the_turn_goes_on(heron, fa
     assert json.loads(calls[0]["function"]["arguments"]) == {"invalid_json_arguments": "{not json"}
 
 
-# --------------------------------------------------------------------------- 11. request cap
+# -------------------------------------------------------------------------------- 11. request cap
 
 
 def test_max_turn_requests_stops_a_model_that_keeps_calling_tools(heron, fake_llm, workspace):
@@ -723,7 +784,7 @@ def test_max_turn_requests_stops_a_model_that_keeps_calling_tools(heron, fake_ll
     assert for_call(turn["updates"], "r3") == []
 
 
-# --------------------------------------------------------------------------- 12. several calls at once
+# ---------------------------------------------------------------------- 12. several calls at once
 
 
 def test_several_calls_in_one_response_run_in_order(heron, fake_llm, workspace):
@@ -790,3 +851,70 @@ def test_read_only_calls_in_one_response_run_side_by_side(heron, fake_llm, works
     assert results[0][1] == "     1\ttext of a.txt"
     assert results[1][1] == "     1\ttext of b.txt"
     assert results[2][1].startswith("a.txt:1:text of a.txt\nb.txt:1:text of b.txt\n")
+
+
+def test_the_client_terminal_is_released_when_the_editor_fails(heron, fake_llm, workspace):
+    from acp_client import RpcError
+
+    command, pattern = unique_sleep()
+    fake_llm.script(tool_calls(Call("bash", {"command": command}, id="b")), text("ok"))
+    client = heron(*FULL, client_capabilities=TERMINAL_CAPS)
+
+    def broken_wait(params: dict[str, Any]) -> dict[str, Any]:
+        raise RpcError(-32603, "the terminal view crashed")
+
+    client.handlers["terminal/wait_for_exit"] = broken_wait
+    turn = client.prompt(client.new_session(workspace), "go")
+    assert client_methods(client, "terminal/") == [
+        "terminal/create",
+        "terminal/wait_for_exit",
+        "terminal/kill",
+        "terminal/release",
+    ]
+    assert survivors(pattern) == ""
+    assert statuses(turn["updates"], "b") == ["pending", "in_progress", "failed"]
+    assert "the terminal view crashed" in tool_result(fake_llm.requests[1], "b")
+    assert turn["stopReason"] == "end_turn"
+
+
+@pytest.mark.parametrize("caps", [NO_CAPS, TERMINAL_CAPS], ids=["local", "client-terminal"])
+def test_a_command_that_times_out_is_stopped_and_fails(heron, fake_llm, workspace, caps):
+    command, pattern = unique_sleep()
+    client, turn = run_turn(
+        heron,
+        fake_llm,
+        workspace,
+        tool_calls(Call("bash", {"command": f"echo started; {command}", "timeout": 1}, id="b")),
+        text("ok"),
+        caps=caps,
+    )
+    assert survivors(pattern) == ""
+    assert statuses(turn["updates"], "b") == ["pending", "in_progress", "failed"]
+    assert last(turn["updates"], "b")["rawOutput"]["timedOut"] is True
+    result = tool_result(fake_llm.requests[1], "b")
+    assert result.startswith("Timed out after 1 s; the command was stopped. Output so far:\n")
+    assert "started" in result
+    if caps["terminal"]:
+        assert "terminal/kill" in client_methods(client, "terminal/")
+        assert client_methods(client, "terminal/")[-1] == "terminal/release"
+
+
+def test_a_long_tool_result_is_cut_for_the_model_with_a_note(heron, fake_llm, workspace):
+    lines = [f"line {n:04d} " + "x" * 90 for n in range(1, 3001)]
+    Path(workspace, "long.txt").write_text("\n".join(lines) + "\n")
+    _, turn = run_turn(
+        heron,
+        fake_llm,
+        workspace,
+        tool_calls(Call("read_file", {"path": "long.txt"}, id="r")),
+        text("ok"),
+    )
+    assert statuses(turn["updates"], "r")[-1] == "completed"
+    result = tool_result(fake_llm.requests[1], "r")
+    assert len(result) < 30_500
+    assert result.startswith("     1\tline 0001 ")
+    assert "characters omitted" in result
+    # the tail, where read_file says how to read on, survives the cut
+    assert result.endswith(
+        "[Showed lines 1-2000 of 3000. To read on, call read_file with offset=2001.]"
+    )
