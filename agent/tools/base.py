@@ -133,8 +133,11 @@ class Tool(ABC, Generic[ArgsT]):
         """Validate the model's arguments; pydantic's ValidationError explains what is wrong."""
         return self.Args.model_validate(raw)  # type: ignore[return-value]
 
-    @abstractmethod
-    def safety(self, args: ArgsT) -> Safety: ...
+    default_safety: ClassVar[Safety]
+
+    def safety(self, args: ArgsT) -> Safety:
+        """What this call can do to the world. Override when the arguments decide."""
+        return self.default_safety
 
     def paths(self, args: ArgsT, ctx: ToolContext) -> list[Path]:
         """Absolute paths the call touches; the policy asks when one is outside the cwd."""

@@ -121,9 +121,7 @@ class ReadFile(OneShotTool[ReadFileArgs]):
     )
     kind = "read"
     Args = ReadFileArgs
-
-    def safety(self, args: ReadFileArgs) -> Safety:
-        return Safety.READ_ONLY
+    default_safety = Safety.READ_ONLY
 
     def paths(self, args: ReadFileArgs, ctx: ToolContext) -> list[Path]:
         return [ctx.resolve(args.path)]
@@ -197,9 +195,7 @@ class ListDirectory(OneShotTool[ListDirectoryArgs]):
     )
     kind = "read"
     Args = ListDirectoryArgs
-
-    def safety(self, args: ListDirectoryArgs) -> Safety:
-        return Safety.READ_ONLY
+    default_safety = Safety.READ_ONLY
 
     def paths(self, args: ListDirectoryArgs, ctx: ToolContext) -> list[Path]:
         return [ctx.resolve(args.path)]
@@ -286,9 +282,7 @@ class WriteFile(OneShotTool[WriteFileArgs]):
     )
     kind = "edit"
     Args = WriteFileArgs
-
-    def safety(self, args: WriteFileArgs) -> Safety:
-        return Safety.MUTATING
+    default_safety = Safety.MUTATING
 
     def paths(self, args: WriteFileArgs, ctx: ToolContext) -> list[Path]:
         return [ctx.resolve(args.path)]
@@ -349,9 +343,7 @@ class EditFile(OneShotTool[EditFileArgs]):
     )
     kind = "edit"
     Args = EditFileArgs
-
-    def safety(self, args: EditFileArgs) -> Safety:
-        return Safety.MUTATING
+    default_safety = Safety.MUTATING
 
     def paths(self, args: EditFileArgs, ctx: ToolContext) -> list[Path]:
         return [ctx.resolve(args.path)]
@@ -493,9 +485,7 @@ class DeletePath(OneShotTool[DeletePathArgs]):
     description = "Delete a file, or a folder with everything in it. This cannot be undone."
     kind = "delete"
     Args = DeletePathArgs
-
-    def safety(self, args: DeletePathArgs) -> Safety:
-        return Safety.DESTRUCTIVE
+    default_safety = Safety.DESTRUCTIVE
 
     def paths(self, args: DeletePathArgs, ctx: ToolContext) -> list[Path]:
         return [ctx.resolve(args.path)]
@@ -540,9 +530,7 @@ class MovePath(OneShotTool[MovePathArgs]):
     )
     kind = "move"
     Args = MovePathArgs
-
-    def safety(self, args: MovePathArgs) -> Safety:
-        return Safety.DESTRUCTIVE
+    default_safety = Safety.DESTRUCTIVE
 
     def paths(self, args: MovePathArgs, ctx: ToolContext) -> list[Path]:
         return [ctx.resolve(args.source), ctx.resolve(args.destination)]

@@ -36,9 +36,7 @@ class TodoWrite(Tool[TodoWriteArgs]):
     )
     kind = "think"
     Args = TodoWriteArgs
-
-    def safety(self, args: TodoWriteArgs) -> Safety:
-        return Safety.READ_ONLY
+    default_safety = Safety.READ_ONLY
 
     async def describe(self, args: TodoWriteArgs, ctx: ToolContext) -> Preview:
         return Preview(title="Update plan")

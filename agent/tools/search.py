@@ -171,12 +171,10 @@ class FindPath(OneShotTool[FindPathArgs]):
     )
     kind = "search"
     Args = FindPathArgs
+    default_safety = Safety.READ_ONLY
 
     def __init__(self, use_rg: bool = True) -> None:
         self.use_rg = use_rg
-
-    def safety(self, args: FindPathArgs) -> Safety:
-        return Safety.READ_ONLY
 
     def paths(self, args: FindPathArgs, ctx: ToolContext) -> list[Path]:
         return [ctx.resolve(args.path)]
@@ -318,12 +316,10 @@ class Grep(OneShotTool[GrepArgs]):
     )
     kind = "search"
     Args = GrepArgs
+    default_safety = Safety.READ_ONLY
 
     def __init__(self, use_rg: bool = True) -> None:
         self.use_rg = use_rg
-
-    def safety(self, args: GrepArgs) -> Safety:
-        return Safety.READ_ONLY
 
     def paths(self, args: GrepArgs, ctx: ToolContext) -> list[Path]:
         return [ctx.resolve(args.path)]

@@ -83,9 +83,7 @@ class Bash(Tool[BashArgs]):
     )
     kind = "execute"
     Args = BashArgs
-
-    def safety(self, args: BashArgs) -> Safety:
-        return Safety.DESTRUCTIVE
+    default_safety = Safety.DESTRUCTIVE
 
     def paths(self, args: BashArgs, ctx: ToolContext) -> list[Path]:
         return [ctx.resolve(args.cwd)] if args.cwd else []

@@ -55,9 +55,7 @@ class Fetch(Tool[FetchArgs]):
     )
     kind = "fetch"
     Args = FetchArgs
-
-    def safety(self, args: FetchArgs) -> Safety:
-        return Safety.NETWORK
+    default_safety = Safety.NETWORK
 
     def permission_keys(self, args: FetchArgs) -> list[str]:
         host = _host(args.url)
