@@ -158,3 +158,23 @@ class Tool(ABC, Generic[ArgsT]):
         Raising ToolError (or any exception) is also allowed: the loop turns it into a failed
         result with the message as the reason.
         """
+
+
+class OneShotTool(Tool[ArgsT]):
+    """A tool whose call yields only its result; a ToolError or OSError from `run` becomes a
+    failed result with a message the model can act on."""
+
+    async def execute(
+        self, args: ArgsT, ctx: ToolContext, preview: Preview
+    ) -> AsyncIterator[ToolEvent]:
+        try:
+            result = await self.run(args, ctx, preview)
+        except ToolError as exc:
+            result = ToolResult.failure(str(exc))
+        except OSError as exc:
+            reason = f"{exc.strerror}: {exc.filename}" if exc.strerror and exc.filename else exc
+            result = ToolResult.failure(str(reason))
+        yield result
+
+    @abstractmethod
+    async def run(self, args: ArgsT, ctx: ToolContext, preview: Preview) -> ToolResult: ...

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-from abc import abstractmethod
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,16 +17,7 @@ import anyio
 from pydantic import BaseModel, Field
 
 from agent.protocol import ContentItem, DiffItem, ToolCallLocation
-from agent.tools.base import (
-    ArgsT,
-    Preview,
-    Safety,
-    Tool,
-    ToolContext,
-    ToolError,
-    ToolEvent,
-    ToolResult,
-)
+from agent.tools.base import OneShotTool, Preview, Safety, ToolContext, ToolError, ToolResult
 from agent.tools.paths import SNIFF_BYTES, display_path, is_binary, printable
 
 MAX_READ_LINES = 2000
@@ -36,26 +25,6 @@ MAX_READ_BYTES = 256 * 1024
 MAX_LINE_CHARS = 2000  # longer lines are cut so one minified line cannot fill the output
 MAX_LIST_ENTRIES = 1000
 SNIPPET_CONTEXT = 3  # lines shown around an edit in its result
-
-
-class OneShotTool(Tool[ArgsT]):
-    """A tool whose call yields only its result; a ToolError or OSError from `run` becomes a
-    failed result with a message the model can act on."""
-
-    async def execute(
-        self, args: ArgsT, ctx: ToolContext, preview: Preview
-    ) -> AsyncIterator[ToolEvent]:
-        try:
-            result = await self.run(args, ctx, preview)
-        except ToolError as exc:
-            result = ToolResult.failure(str(exc))
-        except OSError as exc:
-            reason = f"{exc.strerror}: {exc.filename}" if exc.strerror and exc.filename else exc
-            result = ToolResult.failure(str(reason))
-        yield result
-
-    @abstractmethod
-    async def run(self, args: ArgsT, ctx: ToolContext, preview: Preview) -> ToolResult: ...
 
 
 def location(path: Path, line: int | None = None) -> ToolCallLocation:

@@ -33,8 +33,8 @@ import anyio
 from anyio.abc import ByteReceiveStream, Process
 from pydantic import BaseModel, Field
 
-from agent.tools.base import Preview, Safety, ToolContext, ToolError, ToolResult
-from agent.tools.files import OneShotTool, location
+from agent.tools.base import OneShotTool, Preview, Safety, ToolContext, ToolError, ToolResult
+from agent.tools.files import location
 from agent.tools.paths import Rules, Tree, allowed_by, display_path, glob_filter, printable
 
 MAX_FIND_RESULTS = 1000
