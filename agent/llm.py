@@ -127,23 +127,13 @@ async def stream_chat(
         except openai.APIStatusError as exc:
             raise LLMError(_status_message(exc, settings)) from exc
         except _stream_errors() as exc:
-            if not yielded and attempts <= settings.max_retries:
+            # The client has already retried failures to open the stream; one that broke off
+            # before saying anything is retried here. After output, a retry would repeat it.
+            if stream is not None and not yielded and attempts <= settings.max_retries:
                 log.warning("model stream failed before any output (%s); retrying", exc)
                 await anyio.sleep(min(0.5 * 2 ** (attempts - 1), 8))
                 continue
-            if isinstance(exc, openai.APITimeoutError):
-                raise LLMError(
-                    f"The model server at {_where(settings)} did not answer within "
-                    f"{settings.request_timeout:g} s. Try again, or raise request_timeout."
-                ) from exc
-            if yielded:
-                raise LLMError(
-                    f"The model's answer broke off mid-stream: {exc}. Try again."
-                ) from exc
-            raise LLMError(
-                f"Cannot reach the model server at {_where(settings)}: {exc}. "
-                "Is it running, and is OPENAI_BASE_URL (or --base-url) right?"
-            ) from exc
+            raise LLMError(_failure_message(exc, settings, yielded)) from exc
         finally:
             if stream is not None:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(2):
@@ -215,6 +205,20 @@ class _ToolCallAccumulator:
             for index, c in sorted(self._calls.items())
             if c["name"]
         ]
+
+
+def _failure_message(exc: BaseException, settings: Settings, yielded: bool) -> str:
+    if "Timeout" in type(exc).__name__:
+        return (
+            f"The model server at {_where(settings)} sent nothing for "
+            f"{settings.request_timeout:g} s. Try again, or raise request_timeout."
+        )
+    if yielded:
+        return f"The model's answer broke off mid-stream: {exc}. Try again."
+    return (
+        f"Cannot reach the model server at {_where(settings)}: {exc}. "
+        "Is it running, and is OPENAI_BASE_URL (or --base-url) right?"
+    )
 
 
 def _where(settings: Settings) -> str:

@@ -199,3 +199,23 @@ def test_stdin_closing_mid_turn_ends_everything_quickly(heron, fake_llm, workspa
     client.close_stdin()
     assert client.wait_exit(timeout=5) == 0
     assert time.monotonic() - started < 1.5
+
+
+def test_a_silent_model_times_out_with_a_readable_error(heron, fake_llm, workspace, tmp_path):
+    config = tmp_path / "timeout.toml"
+    config.write_text("request_timeout = 1\nmax_retries = 0\n")
+    fake_llm.script(stall(text("I was saying")))
+    client = heron("--config", str(config))
+    session_id = client.new_session(workspace)
+    with pytest.raises(RpcError) as err:
+        client.prompt(session_id, "hi", timeout=20)
+    assert "sent nothing for 1 s" in err.value.message
+
+
+def test_an_unreachable_server_is_a_readable_error(heron, workspace, tmp_path):
+    config = tmp_path / "unreachable.toml"
+    config.write_text("max_retries = 0\n")
+    client = heron("--config", str(config), "--base-url", "http://127.0.0.1:9/v1")
+    with pytest.raises(RpcError) as err:
+        client.prompt(client.new_session(workspace), "hi", timeout=20)
+    assert "Cannot reach the model server at http://127.0.0.1:9/v1" in err.value.message
