@@ -86,7 +86,15 @@ def serve_stdio(settings: Settings) -> int:
     warm.join()
     from agent.server import run_server
 
-    return run_server(settings, stdin, stdout, pending, initialize_params, at_eof=not first)
+    code = run_server(settings, stdin, stdout, pending, initialize_params, at_eof=not first)
+    # The stdin reader thread may still be blocked in readline() (an editor that stopped
+    # reading but never closed our stdin); interpreter finalization would trip over it.
+    # Everything is written by now, so leave without finalizing.
+    import logging
+
+    logging.shutdown()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _import_server() -> None:

@@ -5,16 +5,18 @@
 - One writer task owns stdout, so messages never interleave; `send()` only queues.
 - Incoming requests and notifications are dispatched with jsonrpcserver; answers to Heron's
   own requests (`request()`) are matched to their waiters by id.
-- No line-length cap: lines are read with the buffered reader's readline in a worker thread,
-  which also works when stdin is a regular file or a terminal rather than a pipe.
+- No line-length cap: lines are read with the buffered reader's readline in a thread, which
+  also works when stdin is a regular file or a terminal rather than a pipe.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
 import math
+import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, BinaryIO
 
@@ -153,11 +155,25 @@ class Connection:
         self._waiting.clear()
 
     async def _read_loop(self) -> None:
-        while True:
-            line = await anyio.to_thread.run_sync(self._stdin.readline, abandon_on_cancel=True)
-            if not line:
-                return
-            self._handle_line(line)
+        # A daemon thread does the blocking reads: when the editor vanishes mid-read nothing
+        # can unblock readline(), and a daemon thread does not keep the process alive.
+        lines, received = anyio.create_memory_object_stream[bytes](64)
+        async with anyio.from_thread.BlockingPortal() as portal, received:
+            threading.Thread(
+                target=self._pump_stdin, args=(portal, lines), name="heron-stdin", daemon=True
+            ).start()
+            async for line in received:
+                self._handle_line(line)
+
+    def _pump_stdin(self, portal: anyio.from_thread.BlockingPortal, lines: Any) -> None:
+        try:
+            while line := self._stdin.readline():
+                portal.call(lines.send, line)  # waits while the queue is full
+        except Exception as exc:  # the loop has ended, or stdin broke
+            log.debug("stdin reader stopped: %s", exc)
+        finally:
+            with contextlib.suppress(Exception):
+                portal.call(lines.close)
 
     async def _write_loop(self, done: anyio.Event) -> None:
         try:

@@ -153,3 +153,29 @@ def test_a_bad_config_file_is_reported_on_stderr_and_stdout_stays_clean(
     assert proc.returncode == 2
     assert proc.stdout == b""
     assert complaint in proc.stderr.decode()
+
+
+def test_an_editor_that_stops_reading_makes_heron_exit(tmp_path):
+    """stdout breaks (the editor closed its end): Heron notices on the next write and exits."""
+    from conftest import _heron_executable
+
+    proc = subprocess.Popen(
+        [_heron_executable()],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+    )
+    initialize = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n'
+    proc.stdin.write(initialize)
+    proc.stdin.flush()
+    assert json.loads(proc.stdout.readline())["id"] == 1
+    proc.stdout.close()
+    proc.stdin.write(initialize.replace(b'"id":1', b'"id":2'))
+    proc.stdin.flush()
+    try:
+        assert proc.wait(timeout=5) == 0
+    finally:
+        proc.kill()
+    stderr = proc.stderr.read().decode()
+    assert "stdout is gone" in stderr and "Traceback" not in stderr
