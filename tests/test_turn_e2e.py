@@ -219,3 +219,14 @@ def test_an_unreachable_server_is_a_readable_error(heron, workspace, tmp_path):
     with pytest.raises(RpcError) as err:
         client.prompt(client.new_session(workspace), "hi", timeout=20)
     assert "Cannot reach the model server at http://127.0.0.1:9/v1" in err.value.message
+
+
+def test_cancel_request_on_a_running_prompt_answers_request_cancelled(heron, fake_llm, workspace):
+    fake_llm.script(stall(text("slow")), text("after"))
+    client = heron()
+    session_id = client.new_session(workspace)
+    pending = client.prompt_async(session_id, "long")
+    client.wait_for_update(lambda u: u["sessionUpdate"] == "agent_message_chunk")
+    client.notify("$/cancel_request", {"requestId": pending.id})
+    assert pending.wait(timeout=5)["error"]["code"] == -32800
+    assert client.prompt(session_id, "again")["stopReason"] == "end_turn"
