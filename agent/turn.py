@@ -49,7 +49,7 @@ from agent.protocol import (
     UserMessageChunk,
 )
 from agent.tools.base import PlanChanged, Preview, Progress, Safety, Tool, ToolError, ToolResult
-from agent.wire import INTERNAL_ERROR, RpcError
+from agent.wire import INTERNAL_ERROR, ConnectionClosed, RpcError
 
 if TYPE_CHECKING:
     from agent.session import Session
@@ -306,7 +306,7 @@ class Turn:
         try:
             answer = await session.connection.request("session/request_permission", request.dump())
             outcome = RequestPermissionResult.model_validate(answer).outcome
-        except (RpcError, ValidationError) as exc:
+        except (RpcError, ConnectionClosed, ValidationError) as exc:
             log.warning("permission request failed: %s", exc)
             return False
         if outcome.outcome != "selected":
