@@ -99,9 +99,18 @@ async def stream_chat(
     client = await get_client(settings)
     import openai
 
-    request: dict[str, Any] = {"model": settings.model, "messages": messages, "stream": True}
+    # The client checks every message against its TypedDicts before sending: most of Heron's
+    # CPU per request, and it grows with the conversation. Ours are plain JSON already, so they
+    # travel in `extra_body`, which is sent as it is and takes precedence over `messages=[]`.
+    body: dict[str, Any] = {"messages": messages}
     if tools:
-        request["tools"] = tools
+        body["tools"] = tools
+    request: dict[str, Any] = {
+        "model": settings.model,
+        "messages": [],
+        "stream": True,
+        "extra_body": body,
+    }
     attempts = 0
     while True:
         attempts += 1
