@@ -230,3 +230,11 @@ def test_cancel_request_on_a_running_prompt_answers_request_cancelled(heron, fak
     client.notify("$/cancel_request", {"requestId": pending.id})
     assert pending.wait(timeout=5)["error"]["code"] == -32800
     assert client.prompt(session_id, "again")["stopReason"] == "end_turn"
+
+
+def test_inline_think_tags_are_shown_as_thoughts(heron, fake_llm, workspace):
+    fake_llm.script(text("<think>The user", " wants a greeting.</thi", "nk>\n\nHi ", "there"))
+    client = heron()
+    turn = client.prompt(client.new_session(workspace), "hi")
+    assert "".join(chunks(turn["updates"], "agent_thought_chunk")) == "The user wants a greeting."
+    assert "".join(chunks(turn["updates"], "agent_message_chunk")) == "Hi there"
