@@ -80,6 +80,7 @@ class Turn:
         self.scope = scope
         self.open_calls: set[str] = set()  # announced, not yet completed or failed
         self.results: dict[str, str] = {}  # call id → what the model reads of its result
+        self.system: dict[str, Any] = {}  # the system message, built once per turn
         self.closed = False
 
     # -- the loop ----------------------------------------------------------------------------
@@ -89,6 +90,8 @@ class Turn:
         if not session.settings.llm_configured:
             raise RpcError(INTERNAL_ERROR, NOT_CONFIGURED)
         session.history.append(await user_message(blocks, session.files))
+        # Read AGENTS.md once per turn, not on every model request of the turn.
+        self.system = {"role": "system", "content": system_prompt(session.cwd)}
         for block in blocks:
             if isinstance(block, TextBlockIn):
                 session.record(UserMessageChunk(content=TextContent(text=block.text)).dump())
@@ -105,7 +108,7 @@ class Turn:
 
     async def ask_model(self) -> Reply:
         session = self.session
-        messages = [{"role": "system", "content": system_prompt(session.cwd)}, *session.history]
+        messages = [self.system, *session.history]
         text: list[str] = []
         ids: dict[int, str] = {}  # stream index → tool call id
         finished: Finished | None = None
