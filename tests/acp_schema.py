@@ -24,11 +24,11 @@ RequestId = int | str | None
 
 
 def schema_path() -> Path:
-    """``$ACP_SCHEMA`` or ``shared/acp-schema/v1/schema.json`` beside the repository."""
+    """``$ACP_SCHEMA``, or the copy kept in the repository (``tests/data/acp-schema``)."""
     override = os.environ.get("ACP_SCHEMA")
     if override:
         return Path(override)
-    return Path(__file__).resolve().parents[2] / "shared" / "acp-schema" / "v1" / "schema.json"
+    return Path(__file__).resolve().parent / "data" / "acp-schema" / "v1" / "schema.json"
 
 
 @dataclass(frozen=True)
