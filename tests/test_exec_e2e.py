@@ -6,6 +6,7 @@ questions, Ctrl-C) through a pseudo-terminal.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pty
@@ -80,7 +81,8 @@ def test_an_edit_is_traced_with_its_diff_summary(run_exec, fake_llm, workspace):
 
 def test_json_prints_schema_valid_updates_then_the_stop_reason(run_exec, fake_llm, workspace):
     Path(workspace, "a.txt").write_text("x\n")
-    fake_llm.script(tool_calls(Call("read_file", {"path": "a.txt"})), text("Done", reasoning=["hm"]))
+    read = tool_calls(Call("read_file", {"path": "a.txt"}))
+    fake_llm.script(read, text("Done", reasoning=["hm"]))
     done = run_exec("--json", "read it")
     assert done.returncode == 0, done.stderr
     lines = [json.loads(line) for line in done.stdout.splitlines()]
@@ -240,10 +242,8 @@ class Terminal:
 
     def close(self) -> None:
         if self.status is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             os.waitpid(self.pid, 0)
         os.close(self.fd)
 
