@@ -109,9 +109,10 @@ class Setup:
         for number, endpoint in enumerate(ENDPOINTS, 1):
             shown = f"  ({endpoint.url})" if endpoint.url else ""
             print(f"  {number}. {endpoint.name}{shown}")
-        default = next((i for i, e in enumerate(ENDPOINTS, 1) if e.url == current), None)
-        if current and default is None:
-            default = len(ENDPOINTS)
+        default = None
+        if current:
+            preset = (i for i, e in enumerate(ENDPOINTS, 1) if e.url == current)
+            default = next(preset, len(ENDPOINTS))
         while True:
             answer = ask("Endpoint", str(default) if default else None)
             if answer.isdigit() and 1 <= int(answer) <= len(ENDPOINTS):
