@@ -127,13 +127,17 @@ def test_running_out_of_model_requests_exits_3(run_exec, fake_llm):
     assert "--max-turn-requests" in done.stderr
 
 
-def test_a_model_error_exits_1_with_a_readable_message(run_exec, fake_llm):
+@pytest.mark.parametrize("json_mode", [False, True])
+def test_a_model_error_exits_1_with_a_readable_message(run_exec, fake_llm, json_mode):
     fake_llm.script(error(401, "Incorrect API key provided: sk-test"))
-    done = run_exec("go")
+    done = run_exec(*(["--json"] if json_mode else []), "go")
     assert done.returncode == 1
     assert "Incorrect API key" in done.stderr
     assert "Traceback" not in done.stderr
-    assert done.stdout == ""
+    if json_mode:  # scripts get the error as the last JSON line
+        assert "Incorrect API key" in json.loads(done.stdout.splitlines()[-1])["error"]["message"]
+    else:
+        assert done.stdout == ""
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,10 @@ def run_command(argv: list[str]) -> int:
     if argv[0] == "exec":
         from agent.terminal.exec import main as exec_main
 
-        return exec_main(argv[1:])
+        try:
+            return exec_main(argv[1:])
+        except KeyboardInterrupt:  # before the turn started (e.g. typing a prompt on stdin)
+            return 130
     from agent.terminal.setup import main as setup_main
 
     # `heron setup [flags]`, or the editor's `heron [flags] setup`: the flags are the same.
