@@ -71,6 +71,21 @@ def test_after_setup_authenticate_takes_the_new_config_without_restart(
     assert fake_llm.requests[0].body["model"] == "fake-model"
 
 
+def test_session_new_after_setup_works_even_without_authenticate(
+    heron, fake_llm, workspace, heron_home
+):
+    # The spec has clients not pass terminal methods to `authenticate`: they just retry.
+    client = heron(env=NO_MODEL, client_capabilities=TERMINAL_AUTH)
+    with pytest.raises(RpcError):
+        client.new_session(workspace)
+    config = heron_home / ".config" / "heron" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(f'base_url = "{fake_llm.base_url}"\nmodel = "fake-model"\n')
+    fake_llm.script(text("ok"))
+    turn = client.prompt(client.new_session(workspace), "hi")
+    assert turn["stopReason"] == "end_turn"
+
+
 def test_authenticate_with_an_unknown_method_is_invalid_params(heron):
     client = heron()
     with pytest.raises(RpcError) as failure:

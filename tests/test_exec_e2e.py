@@ -212,21 +212,22 @@ class Terminal:
     def screen(self) -> str:
         return ANSI.sub("", self.output)
 
-    def _read(self, timeout: float) -> bool:
+    def _read(self, timeout: float) -> str:
+        """Read what is there: "data", "idle" (nothing within timeout) or "eof"."""
         ready, _, _ = select.select([self.fd], [], [], timeout)
         if not ready:
-            return True
+            return "idle"
         try:
             data = os.read(self.fd, 65536)
-        except OSError:  # EIO: the process has gone and the terminal closed
+        except OSError:  # EIO: every process on the terminal has gone
             data = b""
         self.output += data.decode("utf-8", "replace")
-        return bool(data)
+        return "data" if data else "eof"
 
     def expect(self, text: str, timeout: float = 20) -> None:
         deadline = time.monotonic() + timeout
         while text not in self.screen:
-            if time.monotonic() > deadline or not self._read(0.1):
+            if time.monotonic() > deadline or self._read(0.1) == "eof":
                 raise AssertionError(f"{text!r} never appeared; the screen:\n{self.screen}")
 
     def type(self, text: str) -> None:
@@ -238,7 +239,7 @@ class Terminal:
             self._read(0.05)
             pid, status = os.waitpid(self.pid, os.WNOHANG)
             if pid:
-                while self._read(0.05) and self._read(0):
+                while self._read(0.05) == "data":  # what it wrote last
                     pass
                 self.status = os.waitstatus_to_exitcode(status)
                 return self.status
@@ -316,6 +317,37 @@ def test_ctrl_c_cancels_the_turn_kills_the_command_and_exits_130(terminal, fake_
     deadline = time.monotonic() + 5
     while _alive(sleeper):
         assert time.monotonic() < deadline, "the command outlived the interrupted turn"
+        time.sleep(0.05)
+
+
+def test_a_second_ctrl_c_exits_at_once_and_the_command_still_dies(terminal, fake_llm, workspace):
+    pid_file = Path(workspace, "pid")
+    command = f"echo $$ > {pid_file}; exec sleep 60"
+    fake_llm.script(tool_calls(Call("bash", {"command": command})), text("never read"))
+    term = terminal("exec", "--yes", "wait a minute")
+    term.expect("▸ Run")
+    deadline = time.monotonic() + 10
+    while not (pid_file.exists() and pid_file.read_text().strip()):
+        assert time.monotonic() < deadline, term.screen
+        time.sleep(0.05)
+    # A stuck agent: the first Ctrl-C's cancel gets no answer, only the second one ends this.
+    agent = int(Path(f"/proc/{term.pid}/task/{term.pid}/children").read_text().split()[0])
+    os.kill(agent, signal.SIGSTOP)
+    try:
+        term.type("\x03")
+        term.expect("Ctrl-C again")
+        time.sleep(0.3)
+        assert os.waitpid(term.pid, os.WNOHANG) == (0, 0), "exited before the second Ctrl-C"
+        term.type("\x03")
+        assert term.wait(timeout=5) == 130, term.screen
+    finally:
+        os.kill(agent, signal.SIGCONT)
+    assert "Traceback" not in term.screen
+    # The agent saw its stdin close: it stops the command and exits on its own.
+    sleeper = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while _alive(sleeper):
+        assert time.monotonic() < deadline, "the command outlived heron exec"
         time.sleep(0.05)
 
 
