@@ -261,7 +261,7 @@ def terminal(fake_llm, workspace, heron_home):
     def start(*args: str, env: dict[str, str | None] | None = None) -> Terminal:
         term = Terminal(
             [_heron_executable(), *args],
-            heron_env(fake_llm, heron_home, {"TERM": "xterm", **(env or {})}),
+            heron_env(fake_llm, heron_home, {"TERM": "xterm", "NO_COLOR": None, **(env or {})}),
             workspace,
         )
         opened.append(term)

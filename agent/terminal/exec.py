@@ -327,7 +327,6 @@ class Exec:
     # -- permission questions ----------------------------------------------------------------
 
     def on_permission(self, params: dict[str, Any]) -> dict[str, Any]:
-        call = params.get("toolCall") or {}
         if self.terminal is None or self.interrupted:
             return self.refuse(params)
         self.trace.finish()
@@ -342,7 +341,6 @@ class Exec:
             self.asking = False
         if option is None:
             return self.reject(params)
-        self.trace.calls.setdefault(str(call.get("toolCallId")), {}).update(shown="pending")
         return {"outcome": "selected", "optionId": option}
 
     def refuse(self, params: dict[str, Any]) -> dict[str, Any]:
