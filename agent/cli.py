@@ -13,10 +13,11 @@ import json
 import os
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from agent import __version__
-from agent.config import MODES, ConfigError, Settings, load_settings
+from agent.config import MODES, ConfigError, Settings, broken_settings, load_settings
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,17 +51,29 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    # Terminal commands. `setup` may also come last: an editor's terminal auth appends it to
+    # the command line Heron is configured with (`heron --model x setup`).
+    if argv and (argv[0] in ("exec", "setup") or argv[-1] == "setup"):
+        from agent.terminal import run_command
+
+        return run_command(argv)
     args = build_parser().parse_args(argv)
     flags = {k: v for k, v in vars(args).items() if k != "config"}
-    try:
-        settings = load_settings(flags, args.config or os.environ.get("HERON_CONFIG"))
-    except ConfigError as exc:
-        print(f"heron: {exc}", file=sys.stderr)
-        return 2
-    return serve_stdio(settings)
+    config = args.config or os.environ.get("HERON_CONFIG")
+
+    def load() -> Settings:
+        try:
+            return load_settings(flags, config)
+        except ConfigError as exc:
+            # Keep serving: the editor gets its answers and the first prompt explains this.
+            print(f"heron: {exc}", file=sys.stderr)
+            return broken_settings(str(exc))
+
+    return serve_stdio(load(), load)
 
 
-def serve_stdio(settings: Settings) -> int:
+def serve_stdio(settings: Settings, reload: Callable[[], Settings] | None = None) -> int:
     stdin = sys.stdin.buffer
     stdout = sys.stdout.buffer
     # Nothing but protocol may reach stdout: from here on a stray print() lands on stderr.
@@ -74,9 +87,10 @@ def serve_stdio(settings: Settings) -> int:
     initialize_params: dict[str, Any] | None = None
     message = _parse(first)
     if message is not None and _is_plain_initialize(message):
-        from agent.handshake import initialize_result
+        from agent.handshake import initialize_result, offers_terminal_auth
 
-        answer = {"jsonrpc": "2.0", "id": message["id"], "result": initialize_result()}
+        result = initialize_result(offers_terminal_auth(message["params"]))
+        answer = {"jsonrpc": "2.0", "id": message["id"], "result": result}
         stdout.write(json.dumps(answer, separators=(",", ":")).encode() + b"\n")
         stdout.flush()
         initialize_params = message["params"]
@@ -86,7 +100,9 @@ def serve_stdio(settings: Settings) -> int:
     warm.join()
     from agent.server import run_server
 
-    code = run_server(settings, stdin, stdout, pending, initialize_params, at_eof=not first)
+    code = run_server(
+        settings, stdin, stdout, pending, initialize_params, at_eof=not first, reload=reload
+    )
     # The stdin reader thread may still be blocked in readline() (an editor that stopped
     # reading but never closed our stdin); interpreter finalization would trip over it.
     # Everything is written by now, so leave without finalizing.

@@ -5,6 +5,7 @@ Kept free of heavy imports: this runs before the first answer to `initialize`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -42,6 +43,9 @@ class Settings:
     log_level: str = "warning"
     log_file: str | None = None
     config_file: str | None = None  # the file the settings were read from, if any
+    # Why the configured settings could not be used. The agent still answers the editor (so it
+    # can show the reason) and explains this at the first prompt instead of dying unheard.
+    problem: str | None = None
 
     @property
     def llm_configured(self) -> bool:
@@ -77,7 +81,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
             data = tomllib.load(f)
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"cannot read config file {path}: {exc}") from exc
-    known = {f.name for f in fields(Settings)} - {"config_file"}
+    known = {f.name for f in fields(Settings)} - {"config_file", "problem"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ConfigError(
@@ -106,4 +110,79 @@ def _build(values: dict[str, Any]) -> Settings:
         raise ConfigError(f"mode must be one of {', '.join(MODES)}, got {settings.mode!r}")
     if settings.max_turn_requests < 1:
         raise ConfigError("max_turn_requests must be at least 1")
+    if settings.base_url is not None:
+        check_base_url(settings.base_url)
     return settings
+
+
+def check_base_url(url: str) -> None:
+    """An endpoint without a scheme would be read as a relative path by the HTTP client."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
+        raise ConfigError(
+            f"base_url must be a full URL starting with http:// or https://, got {url!r} "
+            f"(for example http://{url.split('://')[-1] or 'localhost:11434/v1'})"
+        )
+
+
+def broken_settings(problem: str) -> Settings:
+    """What the agent runs with when its settings are unusable: defaults, and the reason."""
+    return Settings(problem=problem)
+
+
+def config_path(explicit: str | None = None) -> Path:
+    """The config file in use: --config, else HERON_CONFIG, else the XDG default."""
+    chosen = explicit or os.environ.get("HERON_CONFIG")
+    return Path(chosen).expanduser() if chosen else default_config_path()
+
+
+def update_config_file(path: Path, values: dict[str, str | int | float]) -> None:
+    """Set top-level keys of a TOML config file, keeping its other lines (keys, comments).
+
+    The file may hold an API key: it is written owner-only (0600) and atomically (a temporary
+    file in the same directory, then rename), so a crash leaves the old file or the new one.
+    """
+    import json
+    import re
+    import tempfile
+    import tomllib
+
+    lines: list[str] = []
+    if path.exists():
+        text = path.read_text(encoding="utf-8")
+        try:
+            tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"cannot edit {path}, it is not valid TOML ({exc}); fix it") from exc
+        lines = text.splitlines()
+    first_table = next((i for i, line in enumerate(lines) if line.lstrip().startswith("[")), None)
+    top = len(lines) if first_table is None else first_table
+    for key, value in values.items():
+        # json.dumps gives a valid TOML basic string (and TOML numbers) for these scalars.
+        line = f"{key} = {json.dumps(value)}"
+        pattern = re.compile(rf"^\s*{re.escape(key)}\s*=")
+        index = next((i for i in range(top) if pattern.match(lines[i])), None)
+        if index is None:
+            lines.insert(top, line)
+            top += 1
+        else:
+            lines[index] = line
+    data = "\n".join(lines) + "\n"
+    tomllib.loads(data)  # never write a file that Heron itself could not read back
+
+    path = Path(os.path.realpath(path))  # a symlinked config (dotfiles) stays a symlink
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -14,7 +14,30 @@ from agent import __version__
 PROTOCOL_VERSION = 1
 
 
-def initialize_result() -> dict[str, Any]:
+# `heron setup` run by the editor in a terminal (ACP "terminal" auth): the editor appends
+# `args` to the command line it launches Heron with.
+SETUP_METHOD_ID = "heron-setup"
+SETUP_METHOD = {
+    "type": "terminal",
+    "id": SETUP_METHOD_ID,
+    "name": "Set up a model",
+    "description": "Run `heron setup` in a terminal: pick an endpoint (OpenAI, Ollama, LM Studio, "
+    "vLLM, OpenRouter, llama.cpp...), an API key and a model; saved in Heron's config file.",
+    "args": ["setup"],
+}
+
+
+def offers_terminal_auth(params: Any) -> bool:
+    """Whether the client can run a terminal auth method (`clientCapabilities.auth.terminal`).
+
+    Read leniently from the raw params: anything malformed means no.
+    """
+    caps = params.get("clientCapabilities") if isinstance(params, dict) else None
+    auth = caps.get("auth") if isinstance(caps, dict) else None
+    return isinstance(auth, dict) and auth.get("terminal") is True
+
+
+def initialize_result(terminal_auth: bool = False) -> dict[str, Any]:
     # Capabilities advertise only what works: whatever is omitted counts as unsupported.
     # We answer version 1 whatever the client asked: it is the only one we speak, and a
     # client that cannot speak it disconnects (ACP-NOTES §8: never echo an unsupported one).
@@ -26,7 +49,8 @@ def initialize_result() -> dict[str, Any]:
             "mcpCapabilities": {"http": False, "sse": False},
             "sessionCapabilities": {},
         },
-        "authMethods": [],
+        # Terminal methods may be offered only to clients that said they can run them.
+        "authMethods": [SETUP_METHOD] if terminal_auth else [],
         "agentInfo": {"name": "heron", "title": "Heron", "version": __version__},
     }
 

@@ -6,6 +6,7 @@ import logging
 import os
 import sys
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -13,7 +14,7 @@ import anyio
 from pydantic import BaseModel, ValidationError
 
 from agent.config import Settings
-from agent.handshake import initialize_result
+from agent.handshake import SETUP_METHOD_ID, initialize_result, offers_terminal_auth
 from agent.protocol import (
     ClientCapabilities,
     InitializeParams,
@@ -30,13 +31,29 @@ log = logging.getLogger("heron.server")
 ModelT = Any
 
 
+AUTH_REQUIRED = -32000
+NEEDS_SETUP = (
+    "Heron has no model configured. Use “Set up a model” to choose an endpoint and a model "
+    "(it runs `heron setup`), or set OPENAI_API_KEY / OPENAI_BASE_URL and HERON_MODEL in the "
+    "`env` of Heron's entry in your editor's agent settings."
+)
+
+
 class Server:
-    def __init__(self, settings: Settings, connection: Connection) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        connection: Connection,
+        reload: Callable[[], Settings] | None = None,
+    ) -> None:
         self.settings = settings
         self.connection = connection
+        self.reload = reload  # re-reads flags, environment and config file
         self.client_capabilities = ClientCapabilities()
+        self.terminal_auth = False  # the setup method was offered to this client
         self.sessions: dict[str, Session] = {}
         connection.register("initialize", self.initialize)
+        connection.register("authenticate", self.authenticate)
         connection.register("session/new", self.new_session)
         connection.register("session/prompt", self.prompt)
         connection.register("session/cancel", self.cancel)
@@ -44,15 +61,38 @@ class Server:
     def remember_client(self, params: dict[str, Any]) -> None:
         parsed = _parse(InitializeParams, params)
         self.client_capabilities = parsed.client_capabilities
+        self.terminal_auth = offers_terminal_auth(params)
         if parsed.client_info:
             log.info("client: %s %s", parsed.client_info.name, parsed.client_info.version)
 
     async def initialize(self, **params: Any) -> dict[str, Any]:
         self.remember_client(params)
-        return initialize_result()
+        return initialize_result(self.terminal_auth)
+
+    async def authenticate(self, **params: Any) -> dict[str, Any]:
+        """The editor's terminal login (`heron setup`) finished: take its settings now."""
+        if params.get("methodId") != SETUP_METHOD_ID:
+            raise RpcError(INVALID_PARAMS, f"unknown auth method: {params.get('methodId')!r}")
+        self.reload_settings()
+        if not self.settings.llm_configured and not self.settings.problem:
+            raise RpcError(AUTH_REQUIRED, NEEDS_SETUP)
+        return {}
+
+    def reload_settings(self) -> None:
+        """Re-read the settings in place, so sessions that exist already see them too."""
+        if self.reload is None:
+            return
+        fresh = self.reload()
+        for name, value in vars(fresh).items():
+            setattr(self.settings, name, value)
 
     async def new_session(self, **params: Any) -> dict[str, Any]:
         parsed = _parse(NewSessionParams, params)
+        if self.terminal_auth and not self.settings.llm_configured:
+            self.reload_settings()  # setup may have run since, without an `authenticate`
+            if not self.settings.llm_configured and not self.settings.problem:
+                # The editor shows its login button for this error: it runs `heron setup`.
+                raise RpcError(AUTH_REQUIRED, NEEDS_SETUP)
         cwd = Path(parsed.cwd)
         if not cwd.is_absolute():
             raise RpcError(INVALID_PARAMS, f"cwd must be an absolute path, got {parsed.cwd!r}")
@@ -73,6 +113,8 @@ class Server:
     async def prompt(self, **params: Any) -> dict[str, Any]:
         parsed = _parse(PromptParams, params)
         session = self._session(parsed.session_id)
+        if self.settings.problem:
+            self.reload_settings()  # the user may have fixed the file since
         stop_reason = await session.prompt(parsed.prompt)
         return {"stopReason": stop_reason}
 
@@ -127,12 +169,13 @@ def run_server(
     pending: list[bytes],
     initialize_params: dict[str, Any] | None,
     at_eof: bool = False,
+    reload: Callable[[], Settings] | None = None,
 ) -> int:
     setup_logging(settings)
 
     async def main() -> None:
         connection = Connection(stdin, stdout)
-        server = Server(settings, connection)
+        server = Server(settings, connection, reload)
         if initialize_params is not None:
             try:
                 server.remember_client(initialize_params)

@@ -62,6 +62,15 @@ NOT_CONFIGURED = (
     "OpenRouter, llama.cpp): in the `env` of Heron's entry in your editor's agent settings, "
     "as --base-url/--model flags, or in ~/.config/heron/config.toml (api_key, base_url, model)."
 )
+
+
+def broken_config(problem: str) -> str:
+    return (
+        f"Heron cannot use its settings: {problem}. Fix it (or run `heron setup`) and "
+        "send the prompt again."
+    )
+
+
 REJECTED = "Rejected by the user: the call was not run. Do not retry it; ask or take another way."
 CANCELLED = "Cancelled by the user."
 
@@ -87,6 +96,8 @@ class Turn:
 
     async def run(self, blocks: list[PromptBlock]) -> StopReason:
         session = self.session
+        if session.settings.problem:
+            raise RpcError(INTERNAL_ERROR, broken_config(session.settings.problem))
         if not session.settings.llm_configured:
             raise RpcError(INTERNAL_ERROR, NOT_CONFIGURED)
         session.history.append(await user_message(blocks, session.files))

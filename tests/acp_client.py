@@ -118,6 +118,8 @@ class Pending:
             c._cond.wait_for(lambda: self.response is not None or c._eof, timeout)
             if self.response is not None:
                 return self.response
+        if c._eof:
+            c.settle()
         what = "exited" if c._eof else f"did not answer within {timeout}s"
         err = ConnectionError if c._eof else TimeoutError
         raise err(f"agent {what}: {self.method} (id {self.id})\n{c.context()}")
@@ -222,7 +224,25 @@ class AcpClient:
             t = threading.Thread(target=target, daemon=True)
             t.start()
             self._threads.append(t)
+        threading.Thread(target=self._watch_exit, daemon=True).start()
         return self
+
+    def _watch_exit(self) -> None:
+        """Wake every waiter once the agent has exited, even if a child still holds its stdout.
+
+        Without this a test whose agent could not start (or died) would wait out each timeout.
+        """
+        assert self.proc
+        self.proc.wait()
+        self._threads[0].join(0.5)  # let the stdout reader take what was written before the exit
+        with self._cond:
+            self._eof = True
+            self._cond.notify_all()
+
+    def settle(self, timeout: float = 0.5) -> None:
+        """Give the readers a moment to collect the last output of an agent that is gone."""
+        for t in self._threads:
+            t.join(timeout)
 
     def close_stdin(self) -> None:
         assert self.proc and self.proc.stdin
@@ -353,8 +373,10 @@ class AcpClient:
                     f"no response for id {rid!r} within {timeout}s\n{self.context()}"
                 )
             found = matches()
-            if len(found) <= taken:
-                raise ConnectionError(f"agent exited before answering id {rid!r}\n{self.context()}")
+        if len(found) <= taken:
+            self.settle()
+            raise ConnectionError(f"agent exited before answering id {rid!r}\n{self.context()}")
+        with self._cond:
             self._taken[key] = taken + 1
             return found[taken]
 
@@ -415,7 +437,7 @@ class AcpClient:
         with self._cond:
             if self._cond.wait_for(lambda: find() is not None or self._eof, timeout) and find():
                 return find()  # type: ignore[return-value]
-        raise TimeoutError(f"no matching session/update within {timeout}s\n{self.context()}")
+        raise self._gone_or_timeout(f"no matching session/update within {timeout}s")
 
     def wait_for_agent_request(self, method: str, timeout: float = 10) -> AgentRequest:
         def find() -> AgentRequest | None:
@@ -424,7 +446,13 @@ class AcpClient:
         with self._cond:
             if self._cond.wait_for(lambda: find() is not None or self._eof, timeout) and find():
                 return find()  # type: ignore[return-value]
-        raise TimeoutError(f"agent sent no {method} within {timeout}s\n{self.context()}")
+        raise self._gone_or_timeout(f"agent sent no {method} within {timeout}s")
+
+    def _gone_or_timeout(self, what: str) -> Exception:
+        if self._eof:
+            self.settle()
+            return ConnectionError(f"agent exited: {what}\n{self.context()}")
+        return TimeoutError(f"{what}\n{self.context()}")
 
     # ------------------------------------------------------------------ reading
 

@@ -150,7 +150,8 @@ def test_a_bad_config_file_is_reported_on_stderr_and_stdout_stays_clean(
     proc = subprocess.run(
         [_heron_executable(), "--config", str(config)], input=b"", capture_output=True, timeout=10
     )
-    assert proc.returncode == 2
+    # Heron keeps serving (the first prompt explains, see test_auth_e2e); here stdin is empty.
+    assert proc.returncode == 0
     assert proc.stdout == b""
     assert complaint in proc.stderr.decode()
 

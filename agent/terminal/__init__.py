@@ -1,0 +1,22 @@
+"""Heron from a terminal: `heron exec` (one prompt turn) and `heron setup` (the config file).
+
+Imported only when one of these commands is given, never on the editor's ACP path.
+"""
+
+from __future__ import annotations
+
+
+def run_command(argv: list[str]) -> int:
+    if argv[0] == "exec":
+        from agent.terminal.exec import main as exec_main
+
+        try:
+            return exec_main(argv[1:])
+        except KeyboardInterrupt:  # before the turn started (e.g. typing a prompt on stdin)
+            return 130
+    from agent.terminal.setup import main as setup_main
+
+    # `heron setup [flags]`, or the editor's `heron [flags] setup`: the flags are the same.
+    return setup_main(
+        [a for i, a in enumerate(argv) if not (a == "setup" and i in (0, len(argv) - 1))]
+    )

@@ -1,0 +1,266 @@
+"""`heron setup`: choose an endpoint, a key and a model; test them; save the config file.
+
+Secrets stay out of the editor's settings: the key goes to Heron's own config file, written
+owner-only. Also run by editors as Heron's terminal auth method (`heron [flags] setup`).
+Talks HTTP with urllib: two small requests do not need the openai client.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import os
+import sys
+import tomllib
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent.config import ConfigError, check_base_url, config_path, update_config_file
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    name: str
+    url: str | None  # None: the user types it
+    needs_key: bool | None  # None: asked, may be left empty
+
+
+ENDPOINTS = (
+    Endpoint("OpenAI", "https://api.openai.com/v1", True),
+    Endpoint("Ollama", "http://localhost:11434/v1", False),
+    Endpoint("LM Studio", "http://localhost:1234/v1", False),
+    Endpoint("vLLM", "http://localhost:8000/v1", False),
+    Endpoint("OpenRouter", "https://openrouter.ai/api/v1", True),
+    Endpoint("llama.cpp server", "http://localhost:8080/v1", False),
+    Endpoint("Another OpenAI-compatible server (enter its URL)", None, None),
+)
+
+TIMEOUT = 20  # seconds for each HTTP request
+
+
+class SetupError(Exception):
+    pass
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="heron setup",
+        description="Choose the model endpoint, API key and model Heron uses; test them and "
+        "save them in Heron's config file (mode 0600).",
+    )
+    parser.add_argument("--config", help="config file (default: ~/.config/heron/config.toml)")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    # The agent's other flags may come along (an editor appends `setup` to its command line).
+    args, _ = build_parser().parse_known_args(argv)
+    path = config_path(args.config)
+    if not sys.stdin.isatty():
+        print("heron setup: needs a terminal (stdin is not a TTY)", file=sys.stderr)
+        return 2
+    try:
+        return Setup(path).run()
+    except (KeyboardInterrupt, EOFError):
+        print("\nheron setup: cancelled; nothing was written.", file=sys.stderr)
+        return 130
+    except (SetupError, ConfigError) as exc:
+        print(f"heron setup: {exc}", file=sys.stderr)
+        return 1
+
+
+class Setup:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.current = self._read_current()
+
+    def _read_current(self) -> dict[str, Any]:
+        if not self.path.is_file():
+            return {}
+        try:
+            with open(self.path, "rb") as f:
+                return tomllib.load(f)
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise SetupError(f"cannot read {self.path} ({exc}); fix or remove it first") from exc
+
+    def run(self) -> int:
+        print(f"Heron setup: the settings are saved in {self.path}\n")
+        base_url, needs_key = self.choose_endpoint()
+        api_key = self.choose_key(base_url, needs_key)
+        model = self.choose_model(base_url, api_key)
+        if not self.test(base_url, api_key, model) and not yes_no("Save anyway?", False):
+            print("Nothing was written.")
+            return 1
+        values: dict[str, str | int | float] = {"base_url": base_url, "model": model}
+        if api_key:
+            values["api_key"] = api_key
+        update_config_file(self.path, values)
+        print(f"Saved to {self.path} (readable only by you).")
+        self.warn_about_environment()
+        return 0
+
+    def choose_endpoint(self) -> tuple[str, bool | None]:
+        current = self.current.get("base_url")
+        print("Which endpoint serves the model?")
+        for number, endpoint in enumerate(ENDPOINTS, 1):
+            shown = f"  ({endpoint.url})" if endpoint.url else ""
+            print(f"  {number}. {endpoint.name}{shown}")
+        default = None
+        if current:
+            preset = (i for i, e in enumerate(ENDPOINTS, 1) if e.url == current)
+            default = next(preset, len(ENDPOINTS))
+        while True:
+            answer = ask("Endpoint", str(default) if default else None)
+            if answer.isdigit() and 1 <= int(answer) <= len(ENDPOINTS):
+                endpoint = ENDPOINTS[int(answer) - 1]
+                break
+            print(f"  Please enter a number from 1 to {len(ENDPOINTS)}.")
+        if endpoint.url:
+            return endpoint.url, endpoint.needs_key
+        while True:
+            url = ask("Base URL (e.g. http://localhost:8080/v1)", current).rstrip("/")
+            try:
+                check_base_url(url)
+                return url, None
+            except ConfigError as exc:
+                print(f"  {exc}")
+
+    def choose_key(self, base_url: str, needs_key: bool | None) -> str | None:
+        if needs_key is False:
+            return None  # local servers take no key; one saved earlier stays as it is
+        kept = self.current.get("api_key") if isinstance(self.current.get("api_key"), str) else None
+        hint = "Enter keeps the saved key" if kept else "leave empty if the server needs none"
+        while True:
+            key = getpass.getpass(f"API key ({hint}, input hidden): ").strip()
+            if key or kept or not needs_key:
+                return key or kept
+            print("  This endpoint needs an API key.")
+
+    def choose_model(self, base_url: str, api_key: str | None) -> str:
+        current = self.current.get("model")
+        try:
+            models = list_models(base_url, api_key)
+        except SetupError as exc:
+            print(f"Could not list the models: {exc}")
+            models = []
+        if not models:
+            return ask("Model name", current if isinstance(current, str) else None)
+        print("Models available:")
+        for number, model in enumerate(models, 1):
+            print(f"  {number}. {model}")
+        default = str(models.index(current) + 1) if current in models else None
+        while True:
+            answer = ask("Model (number or name)", default)
+            if answer.isdigit() and 1 <= int(answer) <= len(models):
+                return models[int(answer) - 1]
+            if answer and not answer.isdigit():
+                return answer
+            print(f"  Please enter a number from 1 to {len(models)}, or a model name.")
+
+    def test(self, base_url: str, api_key: str | None, model: str) -> bool:
+        print(f"Testing {model} with a tiny request…")
+        try:
+            test_request(base_url, api_key, model)
+        except SetupError as exc:
+            print(f"  The test failed: {exc}")
+            return False
+        print("  It works.")
+        return True
+
+    def warn_about_environment(self) -> None:
+        names = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "HERON_MODEL")
+        overriding = [name for name in names if os.environ.get(name)]
+        if overriding:
+            print(
+                f"Note: {', '.join(overriding)} set in the environment override the file; "
+                "unset them (also in your editor's agent settings) to use these settings."
+            )
+
+
+def ask(question: str, default: str | None = None) -> str:
+    suffix = f" [{default}]" if default else ""
+    while True:
+        answer = input(f"{question}{suffix}: ").strip()
+        if answer or default:
+            return answer or str(default)
+
+
+def yes_no(question: str, default: bool) -> bool:
+    answer = input(f"{question} [{'Y/n' if default else 'y/N'}]: ").strip().lower()
+    return default if not answer else answer.startswith("y")
+
+
+def _headers(api_key: str | None) -> dict[str, str]:
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+def _open(request: urllib.request.Request) -> Any:
+    try:
+        return urllib.request.urlopen(request, timeout=TIMEOUT)
+    except urllib.error.HTTPError as exc:
+        raise SetupError(f"HTTP {exc.code}: {_error_message(exc)}") from exc
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise SetupError(f"cannot reach {request.full_url}: {reason}") from exc
+
+
+def _error_message(exc: urllib.error.HTTPError) -> str:
+    try:
+        body = json.loads(exc.read() or b"{}")
+        error = body.get("error") if isinstance(body, dict) else None
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])
+        if isinstance(error, str):
+            return error
+    except (ValueError, OSError):
+        pass
+    return str(exc.reason)
+
+
+def list_models(base_url: str, api_key: str | None) -> list[str]:
+    request = urllib.request.Request(f"{base_url}/models", headers=_headers(api_key))
+    with _open(request) as response:
+        try:
+            body = json.load(response)
+        except ValueError as exc:
+            raise SetupError("the model list is not JSON") from exc
+    data = body.get("data") if isinstance(body, dict) else None
+    return sorted(
+        {m["id"] for m in data or [] if isinstance(m, dict) and isinstance(m.get("id"), str)}
+    )
+
+
+def test_request(base_url: str, api_key: str | None, model: str) -> None:
+    """One streamed chat request; the first event proves the endpoint, key and model work."""
+    payload = {
+        "model": model,
+        "messages": [{"role": "user", "content": "Reply with: OK"}],
+        "stream": True,
+    }
+    request = urllib.request.Request(
+        f"{base_url}/chat/completions",
+        data=json.dumps(payload).encode(),
+        headers=_headers(api_key) | {"Accept": "text/event-stream"},
+        method="POST",
+    )
+    with _open(request) as response:
+        for raw in response:  # stop at the first event: no need to pay for the whole answer
+            line = raw.decode("utf-8", "replace").strip()
+            if not line.startswith("data:"):
+                continue
+            data = line[5:].strip()
+            try:
+                event = json.loads(data) if data != "[DONE]" else {}
+            except ValueError as exc:
+                raise SetupError(f"unexpected answer: {data[:200]}") from exc
+            if isinstance(event, dict) and event.get("error"):
+                raise SetupError(str(event["error"]))
+            return
+    raise SetupError("the server answered without any event")

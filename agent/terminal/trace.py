@@ -1,0 +1,197 @@
+"""Session updates → the answer on stdout and a compact trace of the work on stderr.
+
+The trace is one line per tool call step (running, done, failed), the thoughts dimmed and the
+plan when it changes. Colours only on a terminal; `--json` bypasses all of this.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import sys
+from typing import Any, TextIO
+
+DIM, BOLD, RED, GREEN, YELLOW, CYAN, RESET = (
+    "\033[2m",
+    "\033[1m",
+    "\033[31m",
+    "\033[32m",
+    "\033[33m",
+    "\033[36m",
+    "\033[0m",
+)
+
+
+def use_colour(stream: TextIO) -> bool:
+    return stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+
+
+class Painter:
+    def __init__(self, colour: bool) -> None:
+        self.colour = colour
+
+    def __call__(self, text: str, *styles: str) -> str:
+        if not self.colour or not styles:
+            return text
+        return "".join(styles) + text + RESET
+
+
+class Trace:
+    """Renders a turn's updates. `out` gets the answer text, `err` everything else."""
+
+    def __init__(self, out: TextIO | None = None, err: TextIO | None = None) -> None:
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+        self.paint = Painter(use_colour(self.err))
+        self.calls: dict[str, dict[str, Any]] = {}  # toolCallId → what we know of the call
+        self.quiet: set[str] = set()  # calls whose end was already explained (refusals)
+        self.out_open = False  # the answer text does not end with a newline yet
+        self.thinking = False  # a thought line is open on stderr
+
+    # -- answer text -------------------------------------------------------------------------
+
+    def answer(self, text: str) -> None:
+        self._end_thought()
+        self.out.write(text)
+        self.out.flush()
+        self.out_open = not text.endswith("\n") if text else self.out_open
+
+    def finish(self) -> None:
+        """End the output cleanly: the answer ends with a newline, the thought line is closed."""
+        self._end_thought()
+        if self.out_open:
+            self.out.write("\n")
+            self.out.flush()
+            self.out_open = False
+
+    # -- stderr lines ------------------------------------------------------------------------
+
+    def line(self, text: str) -> None:
+        self._end_thought()
+        if self.out_open and self.out.isatty() and self.err.isatty():
+            # Both on one screen: start the trace line below the answer so far.
+            self.out.write("\n")
+            self.out.flush()
+            self.out_open = False
+        self.err.write(text + "\n")
+        self.err.flush()
+
+    def note(self, text: str) -> None:
+        self.line(self.paint(text, YELLOW))
+
+    def error(self, text: str) -> None:
+        self.line(self.paint(f"heron: {text}", RED, BOLD))
+
+    def _thought(self, text: str) -> None:
+        if not self.thinking:
+            self.err.write(self.paint("thinking: ", DIM))
+            self.thinking = True
+        self.err.write(self.paint(text, DIM))
+        self.err.flush()
+
+    def _end_thought(self) -> None:
+        if self.thinking:
+            self.err.write("\n")
+            self.err.flush()
+            self.thinking = False
+
+    # -- updates -----------------------------------------------------------------------------
+
+    def update(self, update: dict[str, Any]) -> None:
+        kind = update.get("sessionUpdate")
+        content = update.get("content")
+        text = content.get("text", "") if isinstance(content, dict) else ""
+        if kind == "agent_message_chunk":
+            self.answer(text)
+        elif kind == "agent_thought_chunk":
+            self._thought(text)
+        elif kind in ("tool_call", "tool_call_update"):
+            self._tool(update)
+        elif kind == "plan":
+            self._plan(update.get("entries") or [])
+
+    def _tool(self, update: dict[str, Any]) -> None:
+        call_id = str(update.get("toolCallId"))
+        call = self.calls.setdefault(call_id, {"title": "tool", "status": "pending"})
+        for key in ("title", "kind", "content", "rawInput", "locations"):
+            if update.get(key) is not None:
+                call[key] = update[key]
+        status = update.get("status")
+        if status is None or status == call.get("shown"):
+            return
+        call["shown"] = status
+        title = call["title"]
+        if status == "in_progress":
+            self.line(self.paint("▸ ", CYAN) + title + self._diff_summary(call))
+        elif status == "completed":
+            self.line(self.paint("✓ ", GREEN) + title + self._diff_summary(call))
+        elif status == "failed" and call_id not in self.quiet:
+            reason = first_line(content_text(update.get("content")))
+            self.line(self.paint("✗ ", RED) + title + (self.paint(f": {reason}", RED)))
+
+    def _diff_summary(self, call: dict[str, Any]) -> str:
+        added = removed = 0
+        for item in call.get("content") or []:
+            if isinstance(item, dict) and item.get("type") == "diff":
+                plus, minus = count_changes(item.get("oldText"), item.get("newText") or "")
+                added, removed = added + plus, removed + minus
+        if not (added or removed):
+            return ""
+        return " " + self.paint(f"+{added}", GREEN) + " " + self.paint(f"-{removed}", RED)
+
+    def _plan(self, entries: list[dict[str, Any]]) -> None:
+        marks = {"completed": "[x]", "in_progress": "[>]"}
+        self.line(self.paint("Plan:", BOLD))
+        for entry in entries:
+            mark = marks.get(entry.get("status", ""), "[ ]")
+            self.line(f"  {mark} {entry.get('content', '')}")
+
+
+def content_text(content: Any) -> str:
+    """The text of a tool call's `content` list (its ordinary text blocks)."""
+    parts = []
+    for item in content or []:
+        if isinstance(item, dict) and item.get("type") == "content":
+            block = item.get("content") or {}
+            if block.get("type") == "text":
+                parts.append(block.get("text", ""))
+    return "\n".join(parts)
+
+
+def first_line(text: str, limit: int = 160) -> str:
+    line = text.strip().split("\n", 1)[0]
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def count_changes(old: str | None, new: str) -> tuple[int, int]:
+    added = removed = 0
+    for line in difflib.unified_diff((old or "").splitlines(), new.splitlines(), n=0):
+        if line.startswith("+") and not line.startswith("+++"):
+            added += 1
+        elif line.startswith("-") and not line.startswith("---"):
+            removed += 1
+    return added, removed
+
+
+def unified_diff(path: str, old: str | None, new: str, paint: Painter) -> str:
+    """A diff for a permission question, coloured like git's."""
+    lines = difflib.unified_diff(
+        (old or "").splitlines(),
+        new.splitlines(),
+        fromfile=path if old is not None else "/dev/null",
+        tofile=path,
+        lineterm="",
+    )
+    styled = []
+    for line in lines:
+        if line.startswith(("+++", "---")):
+            styled.append(paint(line, BOLD))
+        elif line.startswith("+"):
+            styled.append(paint(line, GREEN))
+        elif line.startswith("-"):
+            styled.append(paint(line, RED))
+        elif line.startswith("@@"):
+            styled.append(paint(line, CYAN))
+        else:
+            styled.append(line)
+    return "\n".join(styled)

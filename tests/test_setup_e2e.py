@@ -1,0 +1,152 @@
+"""`heron setup` on a pseudo-terminal, against the fake server's /v1/models and chat endpoint."""
+
+from __future__ import annotations
+
+import stat
+import tomllib
+from pathlib import Path
+
+import pytest
+from fake_openai import error, text
+from test_exec_e2e import terminal  # noqa: F401  (the pseudo-terminal fixture)
+
+NO_MODEL = {"OPENAI_API_KEY": None, "OPENAI_BASE_URL": None, "HERON_MODEL": None}
+OTHER_URL = "7"  # the last endpoint in the list: a URL of one's own
+
+
+@pytest.fixture
+def config_file(heron_home: Path) -> Path:
+    return heron_home / ".config" / "heron" / "config.toml"
+
+
+def test_setup_lists_the_models_tests_one_and_writes_an_owner_only_file(
+    terminal,  # noqa: F811
+    fake_llm,
+    config_file,
+):
+    fake_llm.script(text("OK"))
+    term = terminal("setup", env=NO_MODEL)
+    term.expect("Endpoint: ")
+    term.type(OTHER_URL + "\r")
+    term.expect("Base URL")
+    term.type(fake_llm.base_url + "\r")
+    term.expect("input hidden): ")
+    term.type("sk-secret-123\r")
+    term.expect("Model (number or name)")
+    assert "1. fake-model\r\n" in term.screen and "2. fake-model-mini" in term.screen
+    term.type("2\r")
+    assert term.wait() == 0, term.screen
+    assert "It works." in term.screen
+    assert "sk-secret-123" not in term.screen  # the key was not echoed
+    saved = tomllib.loads(config_file.read_text())
+    assert saved == {
+        "base_url": fake_llm.base_url,
+        "model": "fake-model-mini",
+        "api_key": "sk-secret-123",
+    }
+    assert stat.S_IMODE(config_file.stat().st_mode) == 0o600
+    models = [r for r in fake_llm.other_requests if r.path == "/v1/models"]
+    assert models and models[0].headers["authorization"] == "Bearer sk-secret-123"
+    chat = fake_llm.requests[0]
+    assert chat.body["model"] == "fake-model-mini"
+    assert chat.headers["authorization"] == "Bearer sk-secret-123"
+
+
+def test_running_setup_again_edits_the_file_and_keeps_the_other_keys(
+    terminal,  # noqa: F811
+    fake_llm,
+    config_file,
+):
+    config_file.parent.mkdir(parents=True)
+    config_file.write_text(
+        "# my Heron settings\n"
+        'mode = "accept-edits"\n'
+        f'base_url = "{fake_llm.base_url}"\n'
+        'api_key = "sk-old"\n'
+        'model = "fake-model-mini"\n'
+        "max_turn_requests = 12\n"
+    )
+    config_file.chmod(0o644)
+    fake_llm.script(text("OK"))
+    term = terminal("setup", env=NO_MODEL)
+    term.expect(f"Endpoint [{OTHER_URL}]: ")  # the saved URL is the default
+    term.type("\r")
+    term.expect(f"Base URL (e.g. http://localhost:8080/v1) [{fake_llm.base_url}]: ")
+    term.type("\r")
+    term.expect("Enter keeps the saved key")
+    term.type("\r")
+    term.expect("Model (number or name) [2]: ")
+    term.type("1\r")
+    assert term.wait() == 0, term.screen
+    text_after = config_file.read_text()
+    assert text_after.startswith("# my Heron settings\n")
+    assert tomllib.loads(text_after) == {
+        "mode": "accept-edits",
+        "base_url": fake_llm.base_url,
+        "api_key": "sk-old",
+        "model": "fake-model",
+        "max_turn_requests": 12,
+    }
+    assert stat.S_IMODE(config_file.stat().st_mode) == 0o600
+
+
+def test_a_failed_test_request_writes_nothing_unless_confirmed(
+    terminal,  # noqa: F811
+    fake_llm,
+    config_file,
+):
+    fake_llm.script(error(404, "The model `nope` does not exist"))
+    term = terminal("setup", env=NO_MODEL)
+    term.expect("Endpoint: ")
+    term.type(OTHER_URL + "\r")
+    term.expect("Base URL")
+    term.type(fake_llm.base_url + "\r")
+    term.expect("input hidden): ")
+    term.type("\r")
+    term.expect("Model (number or name)")
+    term.type("nope\r")
+    term.expect("Save anyway? [y/N]")
+    assert "does not exist" in term.screen
+    term.type("\r")
+    assert term.wait() == 1
+    assert not config_file.exists()
+
+
+def test_ctrl_c_leaves_the_file_alone(terminal, config_file):  # noqa: F811
+    term = terminal("setup", env=NO_MODEL)
+    term.expect("Endpoint: ")
+    term.type("\x03")
+    assert term.wait() == 130
+    assert "nothing was written" in term.screen
+    assert "Traceback" not in term.screen
+    assert not config_file.exists()
+
+
+def test_a_url_without_scheme_is_asked_again(terminal, fake_llm, config_file):  # noqa: F811
+    fake_llm.script(text("OK"))
+    term = terminal("setup", env=NO_MODEL)
+    term.expect("Endpoint: ")
+    term.type(OTHER_URL + "\r")
+    term.expect("Base URL")
+    term.type(fake_llm.base_url.removeprefix("http://") + "\r")
+    term.expect("must be a full URL")
+    term.type(fake_llm.base_url + "\r")
+    term.expect("input hidden): ")
+    term.type("\r")
+    term.expect("Model (number or name)")
+    term.type("1\r")
+    assert term.wait() == 0, term.screen
+    assert tomllib.loads(config_file.read_text())["base_url"] == fake_llm.base_url
+
+
+def test_the_editor_s_terminal_auth_command_line_runs_setup(
+    terminal,  # noqa: F811
+    tmp_path,
+):
+    # The editor appends the method's args to Heron's usual command line.
+    config = tmp_path / "elsewhere.toml"
+    term = terminal("--mode", "ask", "--config", str(config), "setup", env=NO_MODEL)
+    term.expect(f"saved in {config}")
+    term.expect("Endpoint: ")
+    term.type("\x03")
+    assert term.wait() == 130
