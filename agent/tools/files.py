@@ -226,7 +226,9 @@ class Prepared:
     text: str | None
 
 
-async def _current(ctx: ToolContext, path: Path, shown: str, binary_ok: bool = False) -> Current:
+async def _current(
+    ctx: ToolContext, path: Path, shown: str, binary_ok: bool = False, hint: str = ""
+) -> Current:
     """The file as a change finds it; ToolError for folders, FIFOs and devices, and for files
     that are not UTF-8 text (unless `binary_ok`: then their text is None, as if missing)."""
     try:
@@ -238,7 +240,9 @@ async def _current(ctx: ToolContext, path: Path, shown: str, binary_ok: bool = F
     except NotText as exc:
         if binary_ok:
             return Current(None)
-        raise ToolError(f"{shown} {exc.describe()}; editing it as text would damage it.") from None
+        raise ToolError(
+            f"{shown} {exc.describe()}; editing it as text would damage it.{hint}"
+        ) from None
 
 
 async def _unchanged_since(ctx: ToolContext, path: Path, shown: str, preview: Preview) -> Current:
@@ -333,7 +337,11 @@ class WriteFile(OneShotTool[WriteFileArgs]):
     async def run(self, args: WriteFileArgs, ctx: ToolContext, preview: Preview) -> ToolResult:
         path = ctx.resolve(args.path)
         shown = display_path(path, ctx.cwd)
-        current = await _current(ctx, path, shown, binary_ok=args.overwrite_binary)
+        hint = (
+            " Only if the user asked to replace it whole, call write_file again with "
+            "overwrite_binary=true."
+        )
+        current = await _current(ctx, path, shown, binary_ok=args.overwrite_binary, hint=hint)
         _check_seen(ctx, path, shown, current)
         old = current.text
         where = [location(path, first_changed_line(old or "", args.content))]
