@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import resource
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -393,3 +394,23 @@ def test_reading_a_huge_file_reads_only_what_it_shows(heron, fake_llm, workspace
     # Generous bound (the figure is in scripts/bench_files.py): reading the whole file would
     # take 500 MB or more.
     assert grown < 100 * 1024, f"peak RSS grew by {grown} kB"
+
+
+def test_cancel_answers_while_the_editor_sits_on_a_read(heron, fake_llm, workspace):
+    Path(workspace, "a.txt").write_text("x\n")
+    release = threading.Event()
+    fake_llm.script(tool_calls(read("a.txt", "r")), text("done"))
+    client = heron(*FULL, client_capabilities=FS_CAPS)
+    client.handlers["fs/read_text_file"] = lambda params: (release.wait(30), {"content": ""})[1]
+    session = client.new_session(workspace)
+    try:
+        pending = client.prompt_async(session, "go")
+        client.wait_for_agent_request("fs/read_text_file")
+        started = time.monotonic()
+        client.cancel(session)
+        answer = pending.result(5)
+        elapsed = time.monotonic() - started
+    finally:
+        release.set()
+    assert answer["stopReason"] == "cancelled"
+    assert elapsed < 2, f"the cancelled prompt answered after {elapsed:.3f} s"  # ~ms in practice
