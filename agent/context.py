@@ -7,12 +7,16 @@ reads linked files itself, through the editor when it offers fs); `image` and em
 
 from __future__ import annotations
 
+import codecs
 import datetime
 import logging
+import os
 import platform
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
+
+import anyio
 
 from agent.protocol import (
     EmbeddedResourceIn,
@@ -21,12 +25,16 @@ from agent.protocol import (
     ResourceLinkIn,
     TextBlockIn,
 )
+from agent.tools import files_io
 from agent.tools.files_backend import Files
+from agent.tools.files_io import NotAFile, NotText
 
 log = logging.getLogger("heron.context")
 
 MAX_ATTACHED_CHARS = 200_000  # one linked or embedded file, as the model sees it
+MAX_LINKED_LINES = 100_000
 AGENTS_FILES = ("AGENTS.md",)
+MAX_AGENTS_BYTES = 64 * 1024  # of one AGENTS.md; the rest is left out, with a note
 
 SYSTEM_PROMPT = """\
 You are Heron, a coding agent working inside the user's editor through the Agent Client \
@@ -48,23 +56,59 @@ write_file for new files or complete rewrites.
 - Be concise. When you are done, say what you changed and how you verified it."""
 
 
-def system_prompt(cwd: Path) -> str:
+async def system_prompt(cwd: Path, confine: bool = True) -> str:
+    """The system prompt, with the project's AGENTS.md. `confine` (every mode but full-access):
+    only an AGENTS.md that is a regular file inside the workspace is read, so a link cannot
+    pull in (or block on) something from elsewhere."""
     text = SYSTEM_PROMPT.format(
         cwd=cwd,
         platform=f"{platform.system()} {platform.release()} ({platform.machine()})",
         date=datetime.date.today().isoformat(),
     )
     for name in AGENTS_FILES:
-        path = cwd / name
-        try:
-            instructions = path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
+        instructions = await anyio.to_thread.run_sync(_read_agents_file, cwd, name, confine)
+        if instructions is None:
             continue
         text += (
             f"\n\nThe project's {name} gives these instructions; follow them:\n"
-            f"<{name}>\n{instructions[:MAX_ATTACHED_CHARS]}\n</{name}>"
+            f"<{name}>\n{instructions}\n</{name}>"
         )
     return text
+
+
+def _read_agents_file(cwd: Path, name: str, confine: bool) -> str | None:
+    """At most MAX_AGENTS_BYTES of cwd/name; None when missing or refused. FIFOs and devices
+    are never opened (a FIFO would block the open forever)."""
+    path = cwd / name
+    root = os.path.realpath(cwd)
+    if confine and not Path(os.path.realpath(path)).is_relative_to(root):
+        log.warning("not reading %s: it leads out of the workspace", path)
+        return None
+    try:
+        fd = files_io.open_regular(path)
+    except NotAFile as exc:
+        log.warning("not reading %s", exc)
+        return None
+    except OSError:
+        return None
+    with open(fd, "rb", closefd=True) as f:
+        if confine:
+            # What was opened, in case a link changed after the check above (Linux).
+            try:
+                opened = os.readlink(f"/proc/self/fd/{f.fileno()}")
+            except OSError:
+                opened = root
+            if not Path(opened).is_relative_to(root):
+                log.warning("not reading %s: it leads out of the workspace", path)
+                return None
+        data = f.read(MAX_AGENTS_BYTES + 1)
+    # final=False: a character cut at the limit is dropped rather than garbled.
+    instructions = codecs.getincrementaldecoder("utf-8")("replace").decode(data[:MAX_AGENTS_BYTES])
+    if len(data) > MAX_AGENTS_BYTES:
+        instructions += (
+            f"\n[... {name} is longer than {MAX_AGENTS_BYTES // 1024} KB; the rest is left out]"
+        )
+    return instructions
 
 
 async def user_message(blocks: list[PromptBlock], files: Files) -> dict[str, Any]:
@@ -93,11 +137,21 @@ async def _linked(link: ResourceLinkIn, files: Files) -> str:
     if path is None:
         return f"[Linked resource: {link.name} <{link.uri}>]"
     try:
-        text = await files.read_text(path)
-    except (OSError, UnicodeError) as exc:
-        return f"[Linked file {path} could not be read: {exc}]"
-    if "\x00" in text[:8192]:
+        # Only as much as the model will see: a huge file is not read whole.
+        got = await files.read_lines(
+            path, 1, MAX_LINKED_LINES, MAX_ATTACHED_CHARS * 4, MAX_ATTACHED_CHARS * 4
+        )
+    except NotAFile as exc:
+        return f"[Linked file {path} is {exc.what}, not a regular file; not included]"
+    except NotText:
         return f"[Linked file {path} is binary; not included]"
+    except OSError as exc:
+        return f"[Linked file {path} could not be read: {exc}]"
+    text = "\n".join(got.lines)
+    if got.more and len(text) <= MAX_ATTACHED_CHARS:
+        text += f"\n[... truncated: showing the first {len(got.lines)} lines]"
+    if got.encoding:
+        text = f"[not valid UTF-8; decoded as {got.encoding} (a guess)]\n{text}"
     return _attachment(str(path), text)
 
 

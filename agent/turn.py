@@ -102,7 +102,8 @@ class Turn:
             raise RpcError(INTERNAL_ERROR, NOT_CONFIGURED)
         session.history.append(await user_message(blocks, session.files))
         # Read AGENTS.md once per turn, not on every model request of the turn.
-        self.system = {"role": "system", "content": system_prompt(session.cwd)}
+        prompt = await system_prompt(session.cwd, confine=session.mode != "full-access")
+        self.system = {"role": "system", "content": prompt}
         for block in blocks:
             if isinstance(block, TextBlockIn):
                 session.record(UserMessageChunk(content=TextContent(text=block.text)).dump())

@@ -534,9 +534,11 @@ def test_with_fs_capability_files_go_through_the_editor(heron, fake_llm, workspa
     assert {r.method for r in fs} == {"fs/read_text_file", "fs/write_text_file"}
     assert all(r.params["sessionId"] == session_id for r in fs)
     assert [r.params["path"] for r in fs if r.method == "fs/write_text_file"] == [str(a), str(b)]
-    # every write is preceded by a read of the same file (what the change was computed from)
+    # every write to an existing file is preceded by a read of the same file (what the change
+    # was computed from); b.txt is new on disk, so the editor is not asked for it (issue 10)
+    assert str(b) not in [r.params["path"] for r in fs if r.method == "fs/read_text_file"]
     for i, r in enumerate(fs):
-        if r.method == "fs/write_text_file":
+        if r.method == "fs/write_text_file" and r.params["path"] != str(b):
             assert any(
                 p.params["path"] == r.params["path"]
                 for p in fs[:i]
@@ -916,5 +918,5 @@ def test_a_long_tool_result_is_cut_for_the_model_with_a_note(heron, fake_llm, wo
     assert "characters omitted" in result
     # the tail, where read_file says how to read on, survives the cut
     assert result.endswith(
-        "[Showed lines 1-2000 of 3000. To read on, call read_file with offset=2001.]"
+        "[Showed lines 1-2000; the file goes on. To read on, call read_file with offset=2001.]"
     )

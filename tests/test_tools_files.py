@@ -34,9 +34,12 @@ async def _no_client(method: str, params: dict[str, Any]) -> Any:
 
 
 def make_ctx(
-    cwd: Path, client_request: Any = _no_client, client_reads: bool = False
+    cwd: Path,
+    client_request: Any = _no_client,
+    client_reads: bool = False,
+    client_writes: bool = False,
 ) -> ToolContext:
-    files = Files("sess-1", client_request, client_reads=client_reads, client_writes=False)
+    files = Files("sess-1", client_request, client_reads=client_reads, client_writes=client_writes)
     return ToolContext(
         cwd=cwd,
         session_id="sess-1",
@@ -128,7 +131,8 @@ async def test_read_offset_and_limit(tmp_path: Path) -> None:
     result = await execute(ReadFile(), ctx, args, preview)
     lines = result.output.splitlines()
     assert lines[:2] == ["     3\tline 3", "     4\tline 4"]
-    assert "offset=5" in result.output and "of 10" in result.output
+    # Only the lines shown are read, so the total is not known (and not claimed).
+    assert "offset=5" in result.output and "goes on" in result.output
     tail = await call(ReadFile(), ctx, path="f.txt", offset=9)
     assert tail.output == "     9\tline 9\n    10\tline 10"  # reached the end: no note
     past = await call(ReadFile(), ctx, path="f.txt", offset=11)
@@ -183,9 +187,13 @@ async def test_read_goes_through_the_editor_when_it_offers(tmp_path: Path) -> No
         asked.append((method, params))
         return {"content": "unsaved buffer\n"}
 
-    result = await call(ReadFile(), make_ctx(tmp_path, editor, client_reads=True), path="a.py")
+    # The editor is used when it can both read and write (one source for reads and writes).
+    ctx = make_ctx(tmp_path, editor, client_reads=True, client_writes=True)
+    result = await call(ReadFile(), ctx, path="a.py")
     assert result.output == "     1\tunsaved buffer"
-    assert asked == [("fs/read_text_file", {"sessionId": "sess-1", "path": str(tmp_path / "a.py")})]
+    # Only the lines it shows (and one more, to know whether the file goes on) are asked for.
+    params = {"sessionId": "sess-1", "path": str(tmp_path / "a.py"), "line": 1, "limit": 2001}
+    assert asked == [("fs/read_text_file", params)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -246,6 +254,7 @@ async def test_write_existing_file_shows_diff_and_keeps_mode(tmp_path: Path) -> 
     target.write_text("#!/bin/sh\necho one\necho two\n")
     target.chmod(0o751)
     ctx = make_ctx(tmp_path)
+    assert (await call(ReadFile(), ctx, path="run.sh")).ok  # write_file needs a read first
     new = "#!/bin/sh\necho one\necho TWO\n"
     args, preview = await describe(WriteFile(), ctx, path=str(target), content=new)
     assert preview.title == "Write run.sh"
@@ -263,17 +272,19 @@ async def test_write_refuses_a_file_changed_since_describe(tmp_path: Path) -> No
     target = tmp_path / "a.txt"
     target.write_text("v1\n")
     ctx = make_ctx(tmp_path)
+    assert (await call(ReadFile(), ctx, path="a.txt")).ok
     args, preview = await describe(WriteFile(), ctx, path="a.txt", content="mine\n")
     target.write_text("someone else's\n")
     result = await execute(WriteFile(), ctx, args, preview)
     assert not result.ok
-    assert "changed since" in result.output and "Read the file again" in result.output
+    # Behaviour changed (issue 6): the check is against what the model read, not the preview.
+    assert "changed since you read it" in result.output and "Read it again" in result.output
     assert target.read_text() == "someone else's\n"
 
     args, preview = await describe(WriteFile(), ctx, path="b.txt", content="mine\n")
     (tmp_path / "b.txt").write_text("appeared\n")
     result = await execute(WriteFile(), ctx, args, preview)
-    assert not result.ok and "appeared" in result.output
+    assert not result.ok and "you have not read it" in result.output
     assert (tmp_path / "b.txt").read_text() == "appeared\n"
 
 

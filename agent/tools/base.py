@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from pydantic import BaseModel
 
 from agent.protocol import ContentItem, PlanEntry, ToolCallContent, ToolCallLocation, ToolKind
+from agent.tools.seen import SeenFiles
 
 if TYPE_CHECKING:
     from agent.tools.files_backend import Files
@@ -95,6 +96,7 @@ class ToolContext:
     client_request: ClientRequest  # send a request to the client, await its result
     client_terminal: bool  # the client advertised terminal/*
     settings: Any = None  # agent.config.Settings (limits, timeouts)
+    seen: SeenFiles = field(default_factory=SeenFiles)  # what the model saw of each file
 
     def resolve(self, path: str) -> Path:
         """An absolute, normalised path; relative paths are taken from the session cwd."""

@@ -4,6 +4,8 @@ Text goes through `ctx.files`, so the editor's unsaved buffers are what is read 
 the client offers fs/*. ACP has no method to list, delete or move, so those act on the local
 disk. An edit is computed in `describe` (the diff the user approves) and checked again right
 before writing: if the file changed in between, the call fails instead of overwriting.
+write_file replaces a whole file, so it also needs the model to have seen the file's current
+text in this session (`ctx.seen`, recorded by read_file, edit_file and write_file).
 """
 
 from __future__ import annotations
@@ -18,11 +20,15 @@ from pydantic import BaseModel, Field
 
 from agent.protocol import ContentItem, DiffItem, ToolCallLocation
 from agent.tools.base import OneShotTool, Preview, Safety, ToolContext, ToolError, ToolResult
-from agent.tools.paths import SNIFF_BYTES, display_path, is_binary, printable
+from agent.tools.files_backend import Current
+from agent.tools.files_io import NotAFile, NotText, WriteFailed
+from agent.tools.paths import display_path, printable
+from agent.tools.seen import lines_of
 
 MAX_READ_LINES = 2000
 MAX_READ_BYTES = 256 * 1024
 MAX_LINE_CHARS = 2000  # longer lines are cut so one minified line cannot fill the output
+MAX_LINE_BYTES = 1 << 20  # what is read of one line at most, so memory stays bounded
 MAX_LIST_ENTRIES = 1000
 SNIPPET_CONTEXT = 3  # lines shown around an edit in its result
 
@@ -31,12 +37,7 @@ def location(path: Path, line: int | None = None) -> ToolCallLocation:
     return ToolCallLocation(path=printable(str(path)), line=line)
 
 
-def split_lines(text: str) -> list[str]:
-    """Lines as the editor numbers them: split at "\\n" only, no empty line after the last."""
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return lines
+split_lines = lines_of
 
 
 def numbered(lines: list[str], first: int) -> list[str]:
@@ -111,37 +112,52 @@ class ReadFile(OneShotTool[ReadFileArgs]):
     async def run(self, args: ReadFileArgs, ctx: ToolContext, preview: Preview) -> ToolResult:
         path = ctx.resolve(args.path)
         shown = display_path(path, ctx.cwd)
-        if await anyio.Path(path).is_dir():
-            raise ToolError(f"{shown} is a directory; use list_directory to see what it holds.")
-        if await anyio.to_thread.run_sync(is_binary, path):
-            raise ToolError(f"{shown} is a binary file; read_file only reads text files.")
+        start = args.offset or 1
+        limit = min(args.limit or MAX_READ_LINES, MAX_READ_LINES)
         try:
-            text = await ctx.files.read_text(path)
+            got = await ctx.files.read_lines(path, start, limit, MAX_READ_BYTES, MAX_LINE_BYTES)
+        except IsADirectoryError:
+            raise ToolError(
+                f"{shown} is a directory; use list_directory to see what it holds."
+            ) from None
         except FileNotFoundError:
             raise ToolError(
                 f"File not found: {shown}. Use list_directory or find_path to find the right path."
             ) from None
-        lines = split_lines(text)
-        if not lines:
-            return ToolResult(ok=True, output=f"({shown} is empty.)")
-        start = args.offset or 1
-        if start > len(lines):
+        except NotAFile as exc:
             raise ToolError(
-                f"offset {start} is past the end of {shown}, which has {len(lines)} lines."
-            )
-        limit = min(args.limit or MAX_READ_LINES, MAX_READ_LINES)
+                f"{shown} is {exc.what}, not a regular file; read_file does not open it."
+            ) from None
+        except NotText:
+            raise ToolError(f"{shown} is a binary file; read_file only reads text files.") from None
+        if not got.lines and start > 1:
+            has = f"which has {got.total} lines" if got.total is not None else "which is shorter"
+            raise ToolError(f"offset {start} is past the end of {shown}, {has}.")
+        if not got.lines:
+            ctx.seen.saw_lines(path, [], 1, True, st=got.stat)
+            return ToolResult(ok=True, output=f"({shown} is empty.)")
         out: list[str] = []
         size = 0
-        for line in numbered(lines[start - 1 : start - 1 + limit], start):
-            size += len(line.encode()) + 1
+        for line in numbered(got.lines, start):
+            size += len(line.encode("utf-8", "surrogatepass")) + 1
             if size > MAX_READ_BYTES and out:
                 break
             out.append(line)
-        end = start + len(out) - 1
-        if end < len(lines):
+        if len(out) < len(got.lines):
+            got.lines, got.more = got.lines[: len(out)], True
+        to_end = not got.more
+        ctx.seen.saw_lines(path, got.lines, start, to_end, complete=not got.cut, st=got.stat)
+        if got.encoding:
+            out.insert(
+                0,
+                f"[{shown} is not valid UTF-8 text; shown decoded as {got.encoding} (a guess). "
+                "edit_file and write_file will not change it as text.]",
+            )
+        end = start + len(got.lines) - 1
+        if got.more:
             out.append(
-                f"\n[Showed lines {start}-{end} of {len(lines)}. To read on, call read_file with "
-                f"offset={end + 1}.]"
+                f"\n[Showed lines {start}-{end}; the file goes on. To read on, call read_file "
+                f"with offset={end + 1}.]"
             )
         return ToolResult(ok=True, output="\n".join(out))
 
@@ -204,34 +220,75 @@ def _list(path: Path) -> list[str]:
 
 
 @dataclass(frozen=True)
-class Seen:
+class Prepared:
     """The text a change was computed from (None: the file did not exist)."""
 
     text: str | None
 
 
-async def _current(ctx: ToolContext, path: Path, shown: str) -> str | None:
-    if await anyio.Path(path).is_dir():
-        raise ToolError(f"{shown} is a directory.")
+async def _current(
+    ctx: ToolContext, path: Path, shown: str, binary_ok: bool = False, hint: str = ""
+) -> Current:
+    """The file as a change finds it; ToolError for folders, FIFOs and devices, and for files
+    that are not UTF-8 text (unless `binary_ok`: then their text is None, as if missing)."""
     try:
-        return await ctx.files.read_text(path)
-    except FileNotFoundError:
-        return None
+        return await ctx.files.current(path)
+    except IsADirectoryError:
+        raise ToolError(f"{shown} is a directory.") from None
+    except NotAFile as exc:
+        raise ToolError(f"{shown} is {exc.what}, not a regular file; it was not opened.") from None
+    except NotText as exc:
+        if binary_ok:
+            return Current(None)
+        raise ToolError(
+            f"{shown} {exc.describe()}; editing it as text would damage it.{hint}"
+        ) from None
 
 
-async def _unchanged_since(
-    ctx: ToolContext, path: Path, shown: str, preview: Preview
-) -> str | None:
-    """The file's text now, after checking it is the text the previewed change was made from."""
+async def _unchanged_since(ctx: ToolContext, path: Path, shown: str, preview: Preview) -> Current:
+    """The file now, after checking it is the text the previewed change was made from."""
     current = await _current(ctx, path, shown)
-    seen = preview.state
-    if isinstance(seen, Seen) and current != seen.text:
-        what = "was deleted" if current is None else "appeared" if seen.text is None else "changed"
+    prepared = preview.state
+    if isinstance(prepared, Prepared) and current.text != prepared.text:
+        what = (
+            "was deleted"
+            if current.text is None
+            else "appeared"
+            if prepared.text is None
+            else "changed"
+        )
         raise ToolError(
             f"{shown} {what} since this change was prepared, so it was not written. Read the "
             "file again and redo the change on its current text."
         )
     return current
+
+
+def _check_seen(ctx: ToolContext, path: Path, shown: str, current: Current) -> None:
+    """write_file replaces every line: refuse unless the model saw the file's current text."""
+    if current.text is None:
+        return  # a new file (or one deleted since): nothing to lose
+    seen = ctx.seen.get(path)
+    if seen is None:
+        raise ToolError(
+            f"{shown} already exists and you have not read it in this session, so it was not "
+            "overwritten. Read it first with read_file, then write again (or change part of it "
+            "with edit_file)."
+        )
+    if not seen.still_matches(current.text, current.stat):
+        raise ToolError(
+            f"{shown} changed since you read it at {seen.when()}, so it was not overwritten. "
+            "Read it again with read_file and redo the change on its current text."
+        )
+
+
+async def _write(ctx: ToolContext, path: Path, text: str) -> None:
+    """Write and remember the written text as seen by the model (it produced it)."""
+    try:
+        st = await ctx.files.write_text(path, text)
+    except WriteFailed as exc:
+        raise ToolError(str(exc)) from None
+    ctx.seen.saw_text(path, text, st)
 
 
 def _diff(path: Path, old: str | None, new: str) -> DiffItem:
@@ -241,13 +298,21 @@ def _diff(path: Path, old: str | None, new: str) -> DiffItem:
 class WriteFileArgs(BaseModel):
     path: str = Field(description="The file to write, relative to the project root or absolute.")
     content: str = Field(description="The complete new text of the file.")
+    overwrite_binary: bool = Field(
+        False,
+        description=(
+            "Only to replace a file that is binary or not UTF-8 text, when the user asked for "
+            "that: its current bytes are lost. Leave false otherwise."
+        ),
+    )
 
 
 class WriteFile(OneShotTool[WriteFileArgs]):
     name = "write_file"
     description = (
         "Create a file, or replace all of an existing file's text. Missing parent folders are "
-        "created. To change part of a file, prefer edit_file."
+        "created. An existing file must have been read with read_file first (and not changed "
+        "since). To change part of a file, prefer edit_file."
     )
     kind = "edit"
     Args = WriteFileArgs
@@ -260,26 +325,33 @@ class WriteFile(OneShotTool[WriteFileArgs]):
         path = ctx.resolve(args.path)
         shown = display_path(path, ctx.cwd)
         try:
-            old = await _current(ctx, path, shown)
+            old = (await _current(ctx, path, shown)).text
         except Exception:  # execute reports the problem; a preview never fails
             return Preview(title=f"Write {shown}", locations=[location(path)])
         return Preview(
             title=f"{'Create' if old is None else 'Write'} {shown}",
             locations=[location(path, first_changed_line(old or "", args.content))],
             content=[_diff(path, old, args.content)],
-            state=Seen(old),
         )
 
     async def run(self, args: WriteFileArgs, ctx: ToolContext, preview: Preview) -> ToolResult:
         path = ctx.resolve(args.path)
         shown = display_path(path, ctx.cwd)
-        old = await _unchanged_since(ctx, path, shown, preview)
+        hint = (
+            " Only if the user asked to replace it whole, call write_file again with "
+            "overwrite_binary=true."
+        )
+        current = await _current(ctx, path, shown, binary_ok=args.overwrite_binary, hint=hint)
+        _check_seen(ctx, path, shown, current)
+        old = current.text
         where = [location(path, first_changed_line(old or "", args.content))]
         if old == args.content:
+            ctx.seen.saw_text(path, old, current.stat)
             return ToolResult(ok=True, output=f"{shown} already has this content; nothing written.")
-        await ctx.files.write_text(path, args.content)
+        existed = old is not None or await anyio.Path(path).exists()
+        await _write(ctx, path, args.content)
         n = count_lines(args.content)
-        verb = "Created" if old is None else "Wrote"
+        verb = "Wrote" if existed else "Created"
         return ToolResult(
             ok=True,
             output=f"{verb} {shown} ({n} line{'s' * (n != 1)}).",
@@ -322,9 +394,8 @@ class EditFile(OneShotTool[EditFileArgs]):
         shown = display_path(path, ctx.cwd)
         preview = Preview(title=f"Edit {shown}", locations=[location(path)])
         try:
-            await _check_editable(path, shown)
-            old = await _current(ctx, path, shown)
-            preview.state = Seen(old)
+            old = (await _current(ctx, path, shown)).text
+            preview.state = Prepared(old)
             new, _ = apply_edit(old, args, shown)
         except Exception:  # execute fails with the reason; a preview never fails
             return preview
@@ -335,10 +406,9 @@ class EditFile(OneShotTool[EditFileArgs]):
     async def run(self, args: EditFileArgs, ctx: ToolContext, preview: Preview) -> ToolResult:
         path = ctx.resolve(args.path)
         shown = display_path(path, ctx.cwd)
-        await _check_editable(path, shown)
-        old = await _unchanged_since(ctx, path, shown, preview)
+        old = (await _unchanged_since(ctx, path, shown, preview)).text
         new, count = apply_edit(old, args, shown)
-        await ctx.files.write_text(path, new)
+        await _write(ctx, path, new)
         line, last = changed_lines(old or "", new)
         lines = split_lines(new)
         first_shown = max(1, line - SNIPPET_CONTEXT)
@@ -353,26 +423,6 @@ class EditFile(OneShotTool[EditFileArgs]):
             content=[_diff(path, old, new)],
             locations=[location(path, line)],
         )
-
-
-async def _check_editable(path: Path, shown: str) -> None:
-    """Refuse files that would not survive a round trip through text (when on local disk)."""
-
-    def problem() -> str | None:
-        try:
-            data = path.read_bytes()
-        except OSError:
-            return None  # missing, or a folder: reported by the read that follows
-        if b"\0" in data[:SNIFF_BYTES]:
-            return "is a binary file"
-        try:
-            data.decode("utf-8")
-        except UnicodeDecodeError:
-            return "is not UTF-8 text"
-        return None
-
-    if reason := await anyio.to_thread.run_sync(problem):
-        raise ToolError(f"{shown} {reason}; editing it as text would damage it.")
 
 
 def _with_eol(text: str, eol: str) -> str:

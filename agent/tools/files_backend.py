@@ -1,24 +1,37 @@
-"""Text files, read and written through the editor when it offers, else the local disk.
+"""Text files, read and written through the editor when it offers both, else the local disk.
 
-With `fs.readTextFile` the editor's unsaved buffer is the truth, so reads go through
-`fs/read_text_file`; with `fs.writeTextFile`, writes go through `fs/write_text_file` so the
-editor sees (and can undo) them. Otherwise the local disk is used, and writes are atomic:
-a temp file in the same folder, fsync, then rename over the original, keeping its mode.
+With both `fs.readTextFile` and `fs.writeTextFile`, the editor's buffers are the truth: reads
+go through `fs/read_text_file` (unsaved changes included) and writes through
+`fs/write_text_file` (so the editor sees, and can undo, them). A client that offers only one
+of the two gets the local disk for both: reading the buffer but writing the disk (or the
+reverse) would drop either the unsaved lines or the lines only on disk. The disk side lives in
+`files_io` (strict UTF-8, FIFOs refused, writes that keep links, owner, mode and xattrs).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 
+from agent.tools import files_io
 from agent.tools.base import ClientRequest
+from agent.tools.files_io import Lines, NotText
+from agent.tools.seen import lines_of
 
 RESOURCE_NOT_FOUND = -32002
+
+
+@dataclass
+class Current:
+    """A file as it is now, before a change: its text (None: it does not exist) and, when on
+    the local disk, its stat."""
+
+    text: str | None
+    stat: os.stat_result | None = None
 
 
 class Files:
@@ -31,64 +44,117 @@ class Files:
     ) -> None:
         self._session_id = session_id
         self._request = client_request
-        self.client_reads = client_reads
-        self.client_writes = client_writes
+        self.via_editor = client_reads and client_writes
+        # Paths this session read or wrote through the editor: only for these can a file
+        # missing on disk still exist as an (unsaved) editor buffer worth asking for.
+        self._editor_paths: set[str] = set()
+
+    # -- reading -------------------------------------------------------------------------------
+
+    async def read_lines(
+        self, path: Path, first: int, limit: int, max_bytes: int, max_line_bytes: int
+    ) -> Lines:
+        """Lines first..first+limit-1, reading no more of the file than that."""
+        on_disk = await anyio.to_thread.run_sync(_local_kind, path)
+        if not self.via_editor:
+            return await anyio.to_thread.run_sync(
+                files_io.read_lines, path, first, limit, max_bytes, max_line_bytes
+            )
+        if on_disk and await anyio.to_thread.run_sync(_binary, path):
+            raise NotText(binary=True)
+        # One more line than wanted tells whether the file goes on.
+        text = await self._editor_read(path, {"line": first, "limit": limit + 1})
+        lines = lines_of(text)
+        more = len(lines) > limit
+        out, size = [], 0
+        for line in lines[:limit]:
+            size += len(line.encode("utf-8", "surrogatepass")) + 1
+            if size > max_bytes and out:
+                more = True
+                break
+            out.append(line)
+        encoding = None
+        if on_disk and "\ufffd" in text:
+            # The editor may have decoded a non-UTF-8 file with replacement characters.
+            problem = await anyio.to_thread.run_sync(files_io.text_problem, path)
+            encoding = problem.encoding if problem else None
+        total = first - 1 + len(out) if not more else None
+        return Lines(out, more, total, encoding, cut=False)
 
     async def read_text(self, path: Path) -> str:
-        """The whole text of `path`. FileNotFoundError if it does not exist."""
-        if self.client_reads:
-            from agent.wire import RpcError
+        """The whole text of `path`. FileNotFoundError if it does not exist; NotText if it is
+        not UTF-8 text; NotAFile for FIFOs and devices."""
+        current = await self.current(path)
+        if current.text is None:
+            raise FileNotFoundError(str(path))
+        return current.text
 
+    async def current(self, path: Path) -> Current:
+        """The file as a change would find it; text None when it does not exist."""
+        on_disk = await anyio.to_thread.run_sync(_local_kind, path)
+        if not self.via_editor:
+            if not on_disk:
+                return Current(None)
             try:
-                result: Any = await self._request(
-                    "fs/read_text_file", {"sessionId": self._session_id, "path": str(path)}
-                )
-            except RpcError as exc:
-                if exc.code == RESOURCE_NOT_FOUND or not await anyio.Path(path).exists():
-                    raise FileNotFoundError(str(path)) from exc
-                raise OSError(f"the editor could not read {path}: {exc.message}") from exc
-            content = result.get("content") if isinstance(result, dict) else None
-            if not isinstance(content, str):
-                raise OSError(f"the editor answered fs/read_text_file for {path} without text")
-            return content
-        return await anyio.to_thread.run_sync(_read_local, path)
+                text, st = await anyio.to_thread.run_sync(files_io.read_text, path)
+            except FileNotFoundError:
+                return Current(None)
+            return Current(text, st)
+        if not on_disk and os.path.realpath(path) not in self._editor_paths:
+            # Nothing on disk and never opened through the editor: a new file. Asking would
+            # only earn a "Resource not found" error in the editor's log.
+            return Current(None)
+        if on_disk:
+            problem = await anyio.to_thread.run_sync(files_io.text_problem, path)
+            if problem:
+                raise problem
+        try:
+            return Current(await self._editor_read(path, {}))
+        except FileNotFoundError:
+            return Current(None)
 
-    async def write_text(self, path: Path, text: str) -> None:
-        if self.client_writes:
+    async def _editor_read(self, path: Path, extra: dict[str, Any]) -> str:
+        from agent.wire import RpcError
+
+        params = {"sessionId": self._session_id, "path": str(path), **extra}
+        try:
+            result: Any = await self._request("fs/read_text_file", params)
+        except RpcError as exc:
+            if exc.code == RESOURCE_NOT_FOUND or not await anyio.Path(path).exists():
+                raise FileNotFoundError(str(path)) from exc
+            raise OSError(f"the editor could not read {path}: {exc.message}") from exc
+        content = result.get("content") if isinstance(result, dict) else None
+        if not isinstance(content, str):
+            raise OSError(f"the editor answered fs/read_text_file for {path} without text")
+        self._editor_paths.add(os.path.realpath(path))
+        return content
+
+    # -- writing -------------------------------------------------------------------------------
+
+    async def write_text(self, path: Path, text: str) -> os.stat_result | None:
+        """Replace the file's text; the new disk stat when written locally. WriteFailed (the
+        file untouched) when the disk refuses."""
+        if self.via_editor:
             await self._request(
                 "fs/write_text_file",
                 {"sessionId": self._session_id, "path": str(path), "content": text},
             )
-            return
-        await anyio.to_thread.run_sync(write_atomically, path, text)
+            self._editor_paths.add(os.path.realpath(path))
+            return None
+        return await anyio.to_thread.run_sync(files_io.write_text, path, text)
 
 
-def _read_local(path: Path) -> str:
-    with open(path, encoding="utf-8", errors="replace", newline="") as f:
-        return f.read()
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Replace `path` with `text` so a reader sees the old or the new file, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+def _local_kind(path: Path) -> bool:
+    """Whether the path exists on the local disk as a file (symlinks followed); NotAFile for a
+    FIFO, device or socket, IsADirectoryError for a folder; refused before any open."""
     try:
-        mode: int | None = os.stat(path).st_mode & 0o7777
+        files_io.check_regular(path)
     except FileNotFoundError:
-        mode = None
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".heron-tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-        else:
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+        return False
+    return True
+
+
+def _binary(path: Path) -> bool:
+    fd = files_io.open_regular(path)
+    with open(fd, "rb", closefd=True) as f:
+        return b"\0" in f.read(files_io.SNIFF_BYTES)

@@ -15,8 +15,6 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-SNIFF_BYTES = 8192
-
 
 def display_path(path: Path, cwd: Path) -> str:
     """`path` relative to the session cwd when inside it (for titles and output), else as is."""
@@ -34,15 +32,6 @@ def printable(text: str) -> str:
         return text
     except UnicodeEncodeError:
         return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-
-
-def is_binary(path: Path) -> bool:
-    """A NUL byte in the first 8 KiB; False when the file cannot be read locally."""
-    try:
-        with open(path, "rb") as f:
-            return b"\0" in f.read(SNIFF_BYTES)
-    except OSError:
-        return False
 
 
 # ---------------------------------------------------------------------------------------------
