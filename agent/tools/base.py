@@ -144,8 +144,13 @@ class Tool(ABC, Generic[ArgsT]):
         return []
 
     def permission_keys(self, args: ArgsT) -> list[str]:
-        """What an "always" answer remembers. All keys must be remembered to skip asking."""
+        """What an "always" answer remembers. All keys must be remembered to skip asking;
+        no keys: the call can never be remembered, it asks every time."""
         return [self.name]
+
+    def refusal(self, args: ArgsT) -> str | None:
+        """Why the call cannot run at all, known before asking permission (None: it can)."""
+        return None
 
     @abstractmethod
     async def describe(self, args: ArgsT, ctx: ToolContext) -> Preview:

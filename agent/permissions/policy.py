@@ -5,7 +5,14 @@ Modes, from strictest:
 - ask: every edit, delete, move, command and fetch asks.
 - accept-edits: edits inside the workspace run unasked; commands and fetches ask.
 - full-access: nothing asks.
-Whatever the mode (but full-access), a call touching a path outside the session's workspace asks.
+Whatever the mode (but full-access), a call touching a path outside the session's workspace
+asks, and so does a change under a protected folder (`.git/`, `.heron/`) even in accept-edits.
+For those, "always" remembers the tool on that exact path only: an "always" given for ordinary
+edits does not cover them, and one given for them covers nothing else.
+
+`decide` is called when the call is about to run, and again after the user answered (the
+turn compares `real_paths` of both moments): modes and remembered answers count at the moment
+of the action.
 """
 
 from __future__ import annotations
@@ -16,8 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.permissions.commands import describe_key as describe_command_key
 from agent.protocol import PermissionOption
 from agent.tools.base import Safety, Tool, ToolContext
+
+# Folders whose files change what runs (git hooks and config, Heron's own settings): a write
+# there always asks, whatever the mode but full-access.
+PROTECTED_DIRS = frozenset((".git", ".heron"))
+# Between a key and the one path it is limited to; a NUL is in no command key or path.
+PATH_SEP = "\x00"
 
 
 class Decision(enum.Enum):
@@ -61,19 +75,25 @@ def decide(
     memory: PermissionMemory,
     roots: list[Path],
 ) -> Verdict:
+    refusal = tool.refusal(args)
+    if refusal:
+        return Verdict(Decision.REFUSE, refusal)
     if mode == "full-access":
         return Verdict(Decision.ALLOW)
     keys = tool.permission_keys(args)
-    outside = [path for path in tool.paths(args, ctx) if not _inside(path, roots)]
+    safety = tool.safety(args)
+    paths = tool.paths(args, ctx)
+    outside = [path for path in paths if not _inside(path, roots)]
+    if safety is not Safety.READ_ONLY:
+        outside += [p for p in paths if p not in outside and _protected(p, roots)]
     if outside:
-        # "Always" for a call outside the workspace covers that tool on those paths only:
-        # it neither widens nor is widened by what was allowed inside.
-        keys = [f"{key} {path}" for key in keys for path in outside]
+        # "Always" for a call outside the workspace or on a protected path covers that tool on
+        # those exact paths only: it neither widens nor is widened by what was allowed inside.
+        keys = [f"{key}{PATH_SEP}{path}" for key in keys for path in outside]
     if memory.rejects(keys):
         return Verdict(
             Decision.REFUSE, "The user chose to always reject this; do not try it again.", keys
         )
-    safety = tool.safety(args)
     if mode == "read-only" and safety is not Safety.READ_ONLY:
         reason = (
             f"Refused: the session is in read-only mode, which does not allow {safety.value} "
@@ -103,14 +123,42 @@ def _under(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
+def _protected(path: Path, roots: list[Path]) -> bool:
+    """Under `.git/` or `.heron/` of the workspace, as written or with symlinks followed.
+
+    Compared case-insensitively: on macOS and Windows `.GIT/config` is `.git/config`."""
+    for candidate in (path, Path(os.path.realpath(path))):
+        for root in roots:
+            for base in (root, Path(os.path.realpath(root))):
+                if _under(candidate, base):
+                    parts = candidate.relative_to(base).parts
+                    if any(part.lower() in PROTECTED_DIRS for part in parts):
+                        return True
+    return False
+
+
+def real_paths(tool: Tool[Any], args: Any, ctx: ToolContext) -> list[str]:
+    """Where the call's paths lead now, symlinks followed: compared before and after asking."""
+    return [os.path.realpath(path) for path in tool.paths(args, ctx)]
+
+
 def options_for(keys: list[str]) -> list[PermissionOption]:
+    """Allow/reject once, and "always" options naming exactly what they remember.
+
+    A call without keys (a command the matcher cannot vouch for) can only be answered once."""
+    once = [
+        PermissionOption(option_id="allow_once", name="Allow", kind="allow_once"),
+        PermissionOption(option_id="reject_once", name="Reject", kind="reject_once"),
+    ]
+    if not keys:
+        return once
     what = ", ".join(_label(key) for key in keys)
     return [
-        PermissionOption(option_id="allow_once", name="Allow", kind="allow_once"),
+        once[0],
         PermissionOption(
             option_id="allow_always", name=f"Always allow {what}", kind="allow_always"
         ),
-        PermissionOption(option_id="reject_once", name="Reject", kind="reject_once"),
+        once[1],
         PermissionOption(
             option_id="reject_always", name=f"Always reject {what}", kind="reject_always"
         ),
@@ -118,8 +166,16 @@ def options_for(keys: list[str]) -> list[PermissionOption]:
 
 
 def _label(key: str) -> str:
-    """`bash:git status` → `git status` (in backticks); a bare tool name stays as it is."""
+    """What a key covers, in words: `` `git status` (any arguments)``, ``exactly `ls -l` ``,
+    ``fetches from `https://h:443` ``, `` `edit_file` on exactly `/w/.git/config` ``."""
+    key, limited, path = key.partition(PATH_SEP)
     family, sep, detail = key.partition(":")
-    if sep and family.isidentifier():
-        return f"`{detail}`"
-    return key
+    if not sep:
+        what = f"`{key}`" + ("" if limited else " in the workspace (not .git/ or .heron/)")
+    elif family in ("bash", "bash-exact"):
+        what = describe_command_key(key)
+    elif family == "fetch":
+        what = f"fetches from `{detail}`"
+    else:
+        what = f"`{detail}`"
+    return f"{what} on exactly `{path}`" if limited else what
