@@ -197,7 +197,7 @@ def test_always_for_edits_does_not_cover_git_and_always_there_is_the_exact_path(
     )
     # w2 is asked despite "always" for write_file; w3 is the same exact path: remembered
     assert asked_ids(client) == ["w1", "w2", "w4"]
-    config = Path(workspace, ".git", "config")
+    config = Path(os.path.realpath(workspace), ".git", "config")
     assert [o["name"] for o in asked(client)[1]["options"]][1] == (
         f"Always allow `write_file` on exactly `{config}`"
     )

@@ -89,7 +89,10 @@ def decide(
     if outside:
         # "Always" for a call outside the workspace or on a protected path covers that tool on
         # those exact paths only: it neither widens nor is widened by what was allowed inside.
-        keys = [f"{key}{PATH_SEP}{path}" for key in keys for path in outside]
+        # The real path: an answer given for where a link led then must not follow the link
+        # to wherever it leads later.
+        exact = [os.path.realpath(path) for path in outside]
+        keys = [f"{key}{PATH_SEP}{path}" for key in keys for path in exact]
     if memory.rejects(keys):
         return Verdict(
             Decision.REFUSE, "The user chose to always reject this; do not try it again.", keys
