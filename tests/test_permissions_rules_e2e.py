@@ -268,3 +268,13 @@ def test_always_for_a_fetch_is_per_scheme_host_and_port(heron, fake_llm, workspa
         "Always allow fetches from `http://127.0.0.1:9`"
     )
     assert asked_ids(client) == ["f1", "f3", "f4"]
+
+
+def test_the_permission_request_shows_a_multi_line_command_whole(heron, fake_llm, workspace):
+    command = "ls\nrm -rf build"
+    client, _ = run(
+        heron, fake_llm, workspace, bash(command, "b1"), permission=answers("reject_once")
+    )
+    (request,) = asked(client)
+    shown = [c["content"]["text"] for c in request["toolCall"]["content"]]
+    assert shown == ["```\nls\nrm -rf build\n```"], "the title alone reads `ls rm -rf build`"

@@ -384,7 +384,9 @@ async def test_describe_and_policy_inputs(tmp_path: Path) -> None:
     args = tool.parse_args({"command": "pytest -q\n  tests", "cwd": "sub"})
     preview = await tool.describe(args, ctx)
     assert preview.title == "Run `pytest -q tests`"
-    assert preview.content == []
+    # flattened in the title, so shown whole before permission is asked
+    assert preview.content == [ContentItem.of("```\npytest -q\n  tests\n```")]
+    assert (await tool.describe(tool.parse_args({"command": "ls -l"}), ctx)).content == []
     long = await tool.describe(tool.parse_args({"command": "echo " + "x" * 200}), ctx)
     assert len(long.title) < 100 and long.title.endswith("…`")
     ticks = await tool.describe(tool.parse_args({"command": "echo `date`"}), ctx)

@@ -92,7 +92,11 @@ class Bash(Tool[BashArgs]):
         return command_keys(args.command)
 
     async def describe(self, args: BashArgs, ctx: ToolContext) -> Preview:
-        return Preview(title=f"Run {_code_span(_one_line(args.command, 80))}")
+        shown = _one_line(args.command, 80)
+        # The user approves what they see: a command the title shortens or flattens is shown
+        # whole (`ls\nrm -rf x` must not read as `ls rm -rf x`).
+        whole = [] if shown == args.command.strip() else [ContentItem.of(_fenced(args.command))]
+        return Preview(title=f"Run {_code_span(shown)}", content=whole)
 
     async def execute(
         self, args: BashArgs, ctx: ToolContext, preview: Preview
