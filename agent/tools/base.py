@@ -1,7 +1,7 @@
 """The one contract every tool implements, built-in or (later) MCP.
 
 The turn loop only ever sees `Tool`: it sends `input_schema()` to the model, asks
-`describe()` what to show before running, lets the permission policy read `kind`,
+`describe()` what to show before running, lets the permission policy read `kind`, `refusal()`,
 `safety()`, `permission_keys()` and `paths()`, then drives `execute()` and turns what it yields
 into `tool_call_update`s. The loop, not the tool, owns the toolCallId, rawInput, status and
 every notification, so a tool never talks to the wire.
