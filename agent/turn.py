@@ -29,7 +29,7 @@ from agent.llm import (
     ToolCallNamed,
     stream_chat,
 )
-from agent.permissions import Decision, decide, options_for
+from agent.permissions.policy import Decision, decide, options_for, real_paths
 from agent.protocol import (
     AgentMessageChunk,
     AgentThoughtChunk,
@@ -252,13 +252,9 @@ class Turn:
                 raw_input=raw_args,
             )
         )
-        verdict = decide(session.mode, tool, args, ctx, session.permissions, session.roots)
-        if verdict.decision is Decision.REFUSE:
-            return self.fail(call_id, verdict.reason)
-        if verdict.decision is Decision.ASK and not await self.ask_permission(
-            call_id, tool, verdict.keys, preview, raw_args
-        ):
-            return self.fail(call_id, REJECTED)
+        problem = await self.check_permission(call_id, tool, args, preview, raw_args)
+        if problem:
+            return self.fail(call_id, problem)
 
         self.emit(ToolCallProgress(tool_call_id=call_id, status="in_progress"))
         result: ToolResult | None = None
@@ -295,6 +291,36 @@ class Turn:
         except Exception:  # describe() must not raise; a broken one must not end the turn
             log.exception("describe() of %s raised", tool.name)
             return Preview(title=tool.name)
+
+    async def check_permission(
+        self, call_id: str, tool: Tool[Any], args: Any, preview: Preview, raw_args: dict[str, Any]
+    ) -> str | None:
+        """None when the call may run now; else why not (what the model is told)."""
+        session = self.session
+        ctx = session.tool_context
+        verdict = decide(session.mode, tool, args, ctx, session.permissions, session.roots)
+        if verdict.decision is Decision.REFUSE:
+            return verdict.reason
+        if verdict.decision is Decision.ALLOW:
+            return None
+        before = real_paths(tool, args, ctx)
+        if not await self.ask_permission(call_id, tool, verdict.keys, preview, raw_args):
+            return REJECTED
+        # The question may have been open for minutes: the mode, the remembered answers or
+        # where a path leads (a symlink swapped in) may have changed. Decide again, now.
+        after = real_paths(tool, args, ctx)
+        if after != before:
+            changed = zip(after, before, strict=False)
+            moved = ", ".join(f"{now} (was {then})" for now, then in changed if now != then)
+            return (
+                f"Not run: while permission was asked, the target changed; it now leads to "
+                f"{moved or ', '.join(after)}. Nothing was written. Look at it again before "
+                "retrying."
+            )
+        again = decide(session.mode, tool, args, ctx, session.permissions, session.roots)
+        if again.decision is Decision.REFUSE:
+            return again.reason
+        return None
 
     async def ask_permission(
         self,

@@ -128,7 +128,10 @@ def test_allow_always_remembers_the_command_prefix_for_the_session(heron, fake_l
     turn = client.prompt(session_id, "go")
     # `ls -a` is the same program as the allowed `ls`; `pwd` is another one
     assert asked_ids(client) == ["b1", "b3"]
-    assert [o["name"] for o in asked(client)[0]["options"]][1] == "Always allow `ls`"
+    # `ls` is read-only: "always" covers it with any arguments, and says so
+    assert [o["name"] for o in asked(client)[0]["options"]][
+        1
+    ] == "Always allow `ls` (any arguments)"
     for call_id in ("b1", "b2", "b3"):
         assert statuses(turn["updates"], call_id) == ["pending", "in_progress", "completed"]
     assert tool_result(fake_llm.requests[2], "b2") == "Exit code 0\n.\n..\nf.txt\n"
@@ -391,9 +394,9 @@ def test_ask_mode_permission_requests_carry_the_call(heron, fake_llm, workspace)
     }
     assert [o["name"] for o in request["options"]] == [
         "Allow",
-        "Always allow `echo hi`",
+        "Always allow `echo` (any arguments)",
         "Reject",
-        "Always reject `echo hi`",
+        "Always reject `echo` (any arguments)",
     ]
     assert_lifecycle(
         turn["updates"],

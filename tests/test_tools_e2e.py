@@ -422,7 +422,8 @@ def test_allow_always_for_a_fetch_covers_the_host(heron, fake_llm, workspace, we
     )
     asked = [r.params for r in client.agent_requests if r.method == "session/request_permission"]
     assert [p["toolCall"]["toolCallId"] for p in asked] == ["f1"]  # the same host: asked once
-    assert [o["name"] for o in asked[0]["options"]][1] == "Always allow `127.0.0.1`"
+    # per scheme, host and port
+    assert [o["name"] for o in asked[0]["options"]][1] == f"Always allow fetches from `{web}`"
     assert statuses(turn["updates"], "f1")[-1] == "completed"
     assert statuses(turn["updates"], "f2")[-1] == "failed"  # a 404, but it ran
     assert tool_result(fake_llm.requests[2], "f2").startswith("HTTP 404")

@@ -239,9 +239,16 @@ async def test_describe_and_policy_inputs() -> None:
     assert (await tool.describe(args, make_ctx())).title == (
         "Fetch https://Docs.Example.com:8443/a?b=c"
     )
-    assert tool.permission_keys(args) == ["fetch:docs.example.com"]
+    # "always" is per scheme, host and port
+    assert tool.permission_keys(args) == ["fetch:https://docs.example.com:8443"]
     other = tool.parse_args({"url": "https://example.org/"})
-    assert tool.permission_keys(other) == ["fetch:example.org"]
+    assert tool.permission_keys(other) == ["fetch:https://example.org:443"]
+    plain = tool.parse_args({"url": "HTTP://Example.org/x"})
+    assert tool.permission_keys(plain) == ["fetch:http://example.org:80"]
+    assert tool.refusal(args) is None
+    assert "only http:// and https://" in (
+        tool.refusal(tool.parse_args({"url": "file:///x"})) or ""
+    )
     assert tool.safety(args) is Safety.NETWORK
     assert tool.kind == "fetch"
 

@@ -1,7 +1,7 @@
 """The one contract every tool implements, built-in or (later) MCP.
 
 The turn loop only ever sees `Tool`: it sends `input_schema()` to the model, asks
-`describe()` what to show before running, lets the permission policy read `kind`,
+`describe()` what to show before running, lets the permission policy read `kind`, `refusal()`,
 `safety()`, `permission_keys()` and `paths()`, then drives `execute()` and turns what it yields
 into `tool_call_update`s. The loop, not the tool, owns the toolCallId, rawInput, status and
 every notification, so a tool never talks to the wire.
@@ -146,8 +146,13 @@ class Tool(ABC, Generic[ArgsT]):
         return []
 
     def permission_keys(self, args: ArgsT) -> list[str]:
-        """What an "always" answer remembers. All keys must be remembered to skip asking."""
+        """What an "always" answer remembers. All keys must be remembered to skip asking;
+        no keys: the call can never be remembered, it asks every time."""
         return [self.name]
+
+    def refusal(self, args: ArgsT) -> str | None:
+        """Why the call cannot run at all, known before asking permission (None: it can)."""
+        return None
 
     @abstractmethod
     async def describe(self, args: ArgsT, ctx: ToolContext) -> Preview:

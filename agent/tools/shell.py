@@ -13,7 +13,6 @@ import codecs
 import logging
 import os
 import re
-import shlex
 import shutil
 import signal
 import subprocess
@@ -26,6 +25,7 @@ import anyio
 import anyio.lowlevel
 from pydantic import BaseModel, Field
 
+from agent.permissions.commands import command_keys
 from agent.protocol import (
     ContentItem,
     CreateTerminalParams,
@@ -92,7 +92,11 @@ class Bash(Tool[BashArgs]):
         return command_keys(args.command)
 
     async def describe(self, args: BashArgs, ctx: ToolContext) -> Preview:
-        return Preview(title=f"Run {_code_span(_one_line(args.command, 80))}")
+        shown = _one_line(args.command, 80)
+        # The user approves what they see: a command the title shortens or flattens is shown
+        # whole (`ls\nrm -rf x` must not read as `ls rm -rf x`).
+        whole = [] if shown == args.command.strip() else [ContentItem.of(_fenced(args.command))]
+        return Preview(title=f"Run {_code_span(shown)}", content=whole)
 
     async def execute(
         self, args: BashArgs, ctx: ToolContext, preview: Preview
@@ -400,100 +404,3 @@ def _one_line(text: str, limit: int) -> str:
 
 def _code_span(text: str) -> str:
     return f"`` {text} ``" if "`" in text else f"`{text}`"
-
-
-# ---------------------------------------------------------------------------------------------
-# Permission keys
-
-_SUBCOMMAND = re.compile(r"^[a-z][a-z0-9_-]*$")
-_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
-# Programs that run their arguments as another command, and shell keywords: a prefix of these
-# says nothing about what runs, so only the exact segment is remembered.
-# fmt: off
-_OPAQUE = frozenset((
-    "eval", "exec", "source", ".", "sudo", "doas", "su", "env", "xargs", "nohup", "time",
-    "timeout", "nice", "command", "builtin", "sh", "bash", "zsh", "dash", "ksh", "fish",
-    "if", "then", "else", "elif", "fi", "for", "while", "until", "do", "done", "case", "esac",
-    "function", "select", "coproc", "{", "}", "!", "[[",
-))
-# fmt: on
-
-
-def command_keys(command: str) -> list[str]:
-    """What "allow always" remembers for a command: `bash:<program> [<subcommand>]` per part.
-
-    Each command joined by `&&`, `||`, `;`, `|`, `&` or a newline gets its own key, so every
-    part must have been allowed. Commands we do not parse (substitutions, subshells, here-docs)
-    get one key for the exact text.
-    """
-    whole = f"bash:{command.strip()}"
-    segments = _split_commands(command)
-    if segments is None:
-        return [whole]
-    keys = [key for key in map(_segment_key, segments) if key]
-    return list(dict.fromkeys(keys)) or [whole]
-
-
-def _split_commands(command: str) -> list[str] | None:
-    """Split on control operators outside quotes; None for constructs we do not parse."""
-    segments: list[str] = []
-    current: list[str] = []
-    quote: str | None = None
-    i = 0
-    while i < len(command):
-        c = command[i]
-        if c == "\\" and quote != "'":
-            current.append(command[i : i + 2])  # an escaped character is never an operator
-            i += 2
-            continue
-        if quote:
-            if c == quote:
-                quote = None
-            elif quote == '"' and (c == "`" or command.startswith("$(", i)):
-                return None  # command substitution inside double quotes
-            current.append(c)
-        elif c in "'\"":
-            quote = c
-            current.append(c)
-        elif c in "`(" or command.startswith("<<", i):
-            return None  # substitution, subshell, process substitution, here-doc
-        elif c in ";|&\n" and not _is_redirection(command, i):
-            segments.append("".join(current))
-            current = []
-            if command[i + 1 : i + 2] in ("&", "|", ";"):
-                i += 1  # the second character of &&, ||, |&, ;;
-        else:
-            current.append(c)
-        i += 1
-    if quote:
-        return None
-    segments.append("".join(current))
-    return segments
-
-
-def _is_redirection(command: str, i: int) -> bool:
-    """An `&` in `2>&1` or `&>file` redirects output; it does not end a command."""
-    if command[i] != "&":
-        return False
-    return command[i + 1 : i + 2] == ">" or (i > 0 and command[i - 1] in "<>")
-
-
-def _segment_key(segment: str) -> str | None:
-    try:
-        words = shlex.split(segment)
-    except ValueError:
-        return f"bash:{segment.strip()}"
-    while words and _ASSIGNMENT.match(words[0]):
-        words.pop(0)  # FOO=1 cmd: the program is cmd
-    if not words:
-        return None  # nothing runs
-    program = words[0]
-    if program in _OPAQUE or "$" in program:
-        return f"bash:{segment.strip()}"
-    if len(words) > 1 and _SUBCOMMAND.match(words[1]):
-        return f"bash:{program} {words[1]}"
-    if any(_SUBCOMMAND.match(word) for word in words[2:]):
-        # Options before a word that may be the subcommand (`git -C dir push`): we cannot tell
-        # which option takes a value, and `bash:git` would allow every git subcommand.
-        return "bash:" + " ".join(words)
-    return f"bash:{program}"

@@ -58,8 +58,13 @@ class Fetch(Tool[FetchArgs]):
     default_safety = Safety.NETWORK
 
     def permission_keys(self, args: FetchArgs) -> list[str]:
-        host = _host(args.url)
-        return [f"fetch:{host}" if host else f"fetch:{args.url.strip()}"]
+        """`fetch:https://docs.example.com:443`: "always" is per scheme, host and port (a
+        plain-http or another-port service on the same host is another thing to approve)."""
+        origin = _origin(args.url)
+        return [f"fetch:{origin}"] if origin else []
+
+    def refusal(self, args: FetchArgs) -> str | None:
+        return _url_problem(args.url.strip())
 
     async def describe(self, args: FetchArgs, ctx: ToolContext) -> Preview:
         url = " ".join(args.url.split())
@@ -224,6 +229,21 @@ def _host(url: str) -> str | None:
         return urlsplit(url.strip()).hostname  # lowercased, without port and credentials
     except ValueError:
         return None
+
+
+def _origin(url: str) -> str | None:
+    """`scheme://host:port`, lowercased, with the default port made explicit."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https") or not parts.hostname:
+        return None
+    port = port or (443 if scheme == "https" else 80)
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return f"{scheme}://{host}:{port}"
 
 
 def _site(host: str | None) -> str | None:

@@ -1,0 +1,184 @@
+"""Mode × tool safety → allow, ask or refuse; and the "always" answers a session remembers.
+
+Modes, from strictest:
+- read-only: anything that changes the world or reaches the network is refused unasked.
+- ask: every edit, delete, move, command and fetch asks.
+- accept-edits: edits inside the workspace run unasked; commands and fetches ask.
+- full-access: nothing asks.
+Whatever the mode (but full-access), a call touching a path outside the session's workspace
+asks, and so does a change under a protected folder (`.git/`, `.heron/`) even in accept-edits.
+For those, "always" remembers the tool on that exact path only: an "always" given for ordinary
+edits does not cover them, and one given for them covers nothing else.
+
+`decide` is called when the call is about to run, and again after the user answered (the
+turn compares `real_paths` of both moments): modes and remembered answers count at the moment
+of the action.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent.permissions.commands import describe_key as describe_command_key
+from agent.protocol import PermissionOption
+from agent.tools.base import Safety, Tool, ToolContext
+
+# Folders whose files change what runs (git hooks and config, Heron's own settings): a write
+# there always asks, whatever the mode but full-access.
+PROTECTED_DIRS = frozenset((".git", ".heron"))
+# Between a key and the one path it is limited to; a NUL is in no command key or path.
+PATH_SEP = "\x00"
+
+
+class Decision(enum.Enum):
+    ALLOW = "allow"
+    ASK = "ask"
+    REFUSE = "refuse"
+
+
+@dataclass
+class Verdict:
+    decision: Decision
+    reason: str = ""  # for a refusal: what the model is told
+    keys: list[str] = field(default_factory=list)  # what an "always" answer remembers
+
+
+@dataclass
+class PermissionMemory:
+    """The "always allow" and "always reject" answers of one session, by permission key."""
+
+    allowed: set[str] = field(default_factory=set)
+    rejected: set[str] = field(default_factory=set)
+
+    def allows(self, keys: list[str]) -> bool:
+        return bool(keys) and all(k in self.allowed for k in keys)
+
+    def rejects(self, keys: list[str]) -> bool:
+        return any(k in self.rejected for k in keys)
+
+    def remember(self, option_kind: str | None, keys: list[str]) -> None:
+        if option_kind == "allow_always":
+            self.allowed.update(keys)
+        elif option_kind == "reject_always":
+            self.rejected.update(keys)
+
+
+def decide(
+    mode: str,
+    tool: Tool[Any],
+    args: Any,
+    ctx: ToolContext,
+    memory: PermissionMemory,
+    roots: list[Path],
+) -> Verdict:
+    refusal = tool.refusal(args)
+    if refusal:
+        return Verdict(Decision.REFUSE, refusal)
+    if mode == "full-access":
+        return Verdict(Decision.ALLOW)
+    keys = tool.permission_keys(args)
+    safety = tool.safety(args)
+    paths = tool.paths(args, ctx)
+    outside = [path for path in paths if not _inside(path, roots)]
+    if safety is not Safety.READ_ONLY:
+        outside += [p for p in paths if p not in outside and _protected(p, roots)]
+    if outside:
+        # "Always" for a call outside the workspace or on a protected path covers that tool on
+        # those exact paths only: it neither widens nor is widened by what was allowed inside.
+        # The real path: an answer given for where a link led then must not follow the link
+        # to wherever it leads later.
+        exact = [os.path.realpath(path) for path in outside]
+        keys = [f"{key}{PATH_SEP}{path}" for key in keys for path in exact]
+    if memory.rejects(keys):
+        return Verdict(
+            Decision.REFUSE, "The user chose to always reject this; do not try it again.", keys
+        )
+    if mode == "read-only" and safety is not Safety.READ_ONLY:
+        reason = (
+            f"Refused: the session is in read-only mode, which does not allow {safety.value} "
+            "tools. Tell the user what you would do instead."
+        )
+        return Verdict(Decision.REFUSE, reason, keys)
+    if memory.allows(keys):
+        return Verdict(Decision.ALLOW, keys=keys)
+    if outside:
+        return Verdict(Decision.ASK, keys=keys)
+    if safety is Safety.READ_ONLY:
+        return Verdict(Decision.ALLOW, keys=keys)
+    if mode == "accept-edits" and safety is Safety.MUTATING:
+        return Verdict(Decision.ALLOW, keys=keys)
+    return Verdict(Decision.ASK, keys=keys)
+
+
+def _inside(path: Path, roots: list[Path]) -> bool:
+    """Inside a root both as written and with symlinks followed (a link may lead out)."""
+    real = Path(os.path.realpath(path))
+    return any(_under(path, root) for root in roots) and any(
+        _under(real, Path(os.path.realpath(root))) for root in roots
+    )
+
+
+def _under(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def _protected(path: Path, roots: list[Path]) -> bool:
+    """Under `.git/` or `.heron/` of the workspace, as written or with symlinks followed.
+
+    Compared case-insensitively: on macOS and Windows `.GIT/config` is `.git/config`."""
+    for candidate in (path, Path(os.path.realpath(path))):
+        for root in roots:
+            for base in (root, Path(os.path.realpath(root))):
+                if _under(candidate, base):
+                    parts = candidate.relative_to(base).parts
+                    if any(part.lower() in PROTECTED_DIRS for part in parts):
+                        return True
+    return False
+
+
+def real_paths(tool: Tool[Any], args: Any, ctx: ToolContext) -> list[str]:
+    """Where the call's paths lead now, symlinks followed: compared before and after asking."""
+    return [os.path.realpath(path) for path in tool.paths(args, ctx)]
+
+
+def options_for(keys: list[str]) -> list[PermissionOption]:
+    """Allow/reject once, and "always" options naming exactly what they remember.
+
+    A call without keys (a command the matcher cannot vouch for) can only be answered once."""
+    once = [
+        PermissionOption(option_id="allow_once", name="Allow", kind="allow_once"),
+        PermissionOption(option_id="reject_once", name="Reject", kind="reject_once"),
+    ]
+    if not keys:
+        return once
+    what = ", ".join(_label(key) for key in keys)
+    return [
+        once[0],
+        PermissionOption(
+            option_id="allow_always", name=f"Always allow {what}", kind="allow_always"
+        ),
+        once[1],
+        PermissionOption(
+            option_id="reject_always", name=f"Always reject {what}", kind="reject_always"
+        ),
+    ]
+
+
+def _label(key: str) -> str:
+    """What a key covers, in words: `` `git status` (any arguments)``, ``exactly `ls -l` ``,
+    ``fetches from `https://h:443` ``, `` `edit_file` on exactly `/w/.git/config` ``."""
+    key, limited, path = key.partition(PATH_SEP)
+    family, sep, detail = key.partition(":")
+    if not sep:
+        what = f"`{key}`" + ("" if limited else " in the workspace (not .git/ or .heron/)")
+    elif family in ("bash", "bash-exact"):
+        what = describe_command_key(key)
+    elif family == "fetch":
+        what = f"fetches from `{detail}`"
+    else:
+        what = f"`{detail}`"
+    return f"{what} on exactly `{path}`" if limited else what
