@@ -6,12 +6,14 @@ import logging
 import os
 import sys
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import anyio
 from pydantic import BaseModel, ValidationError
 
+from agent import llm
 from agent.config import Settings
 from agent.handshake import initialize_result
 from agent.protocol import (
@@ -23,7 +25,7 @@ from agent.protocol import (
     SessionIdParams,
 )
 from agent.session import Session
-from agent.wire import INVALID_PARAMS, Connection, RpcError
+from agent.wire import INVALID_PARAMS, INVALID_REQUEST, Connection, RpcError
 
 log = logging.getLogger("heron.server")
 
@@ -36,6 +38,8 @@ class Server:
         self.connection = connection
         self.client_capabilities = ClientCapabilities()
         self.sessions: dict[str, Session] = {}
+        self.initialized = False
+        self.model_ready: anyio.Event | None = None  # see start_warming()
         connection.register("initialize", self.initialize)
         connection.register("session/new", self.new_session)
         connection.register("session/prompt", self.prompt)
@@ -44,22 +48,55 @@ class Server:
     def remember_client(self, params: dict[str, Any]) -> None:
         parsed = _parse(InitializeParams, params)
         self.client_capabilities = parsed.client_capabilities
+        self.initialized = True
         if parsed.client_info:
             log.info("client: %s %s", parsed.client_info.name, parsed.client_info.version)
 
     async def initialize(self, **params: Any) -> dict[str, Any]:
         self.remember_client(params)
+        self.start_warming(self.connection.start_soon)
         return initialize_result()
 
+    def start_warming(self, start_soon: Callable[..., Any]) -> None:
+        """Import the model client (openai, ~0.5 s) in the background right after `initialize`.
+
+        The first prompt then starts at once, and waits for the import in a cancellable way
+        (`Session.model_ready`), so a `session/cancel` right after it is answered at once.
+        """
+        if self.model_ready is not None or not self.settings.llm_configured:
+            return
+        ready = self.model_ready = anyio.Event()
+
+        async def warm() -> None:
+            try:
+                await anyio.to_thread.run_sync(llm.prewarm, abandon_on_cancel=True)
+            except Exception:  # the first prompt will meet (and report) the same problem
+                log.exception("warming the model client failed")
+            finally:
+                ready.set()
+
+        start_soon(warm)
+
+    def _require_initialized(self) -> None:
+        # ACP: the client MUST call initialize first. Until it has, Heron knows neither the
+        # protocol version nor the client's capabilities, so it does nothing it could get wrong.
+        if not self.initialized:
+            raise RpcError(INVALID_REQUEST, "Invalid Request: call initialize first")
+
     async def new_session(self, **params: Any) -> dict[str, Any]:
+        self._require_initialized()
         parsed = _parse(NewSessionParams, params)
         cwd = Path(parsed.cwd)
         if not cwd.is_absolute():
             raise RpcError(INVALID_PARAMS, f"cwd must be an absolute path, got {parsed.cwd!r}")
-        if not cwd.is_dir():
+        try:
+            is_dir = cwd.is_dir()  # False for a NUL byte; raises for a name too long, EACCES
+        except OSError as exc:
+            raise RpcError(INVALID_PARAMS, f"cwd cannot be used: {exc.strerror}") from exc
+        if not is_dir:
             raise RpcError(INVALID_PARAMS, f"cwd is not an existing directory: {parsed.cwd}")
         session_id = f"sess_{uuid.uuid4().hex}"
-        self.sessions[session_id] = Session(
+        session = self.sessions[session_id] = Session(
             session_id=session_id,
             cwd=Path(os.path.normpath(cwd)),
             settings=self.settings,
@@ -67,10 +104,12 @@ class Server:
             client_capabilities=self.client_capabilities,
             mcp_servers=parsed.mcp_servers,
         )
+        session.model_ready = self.model_ready
         log.info("session %s in %s", session_id, cwd)
         return NewSessionResult(session_id=session_id).dump()
 
     async def prompt(self, **params: Any) -> dict[str, Any]:
+        self._require_initialized()
         parsed = _parse(PromptParams, params)
         session = self._session(parsed.session_id)
         stop_reason = await session.prompt(parsed.prompt)
@@ -140,7 +179,12 @@ def run_server(
                 log.warning(
                     "initialize params were not understood; assuming no client capabilities"
                 )
-        await connection.serve(pending, at_eof=at_eof, on_eof=server.cancel_all)
+            server.initialized = True  # the client has its answer either way
+        async with anyio.create_task_group() as background:
+            if server.initialized:  # answered by the fast path in agent.cli
+                server.start_warming(background.start_soon)
+            await connection.serve(pending, at_eof=at_eof, on_eof=server.cancel_all)
+            background.cancel_scope.cancel()
 
     anyio.run(main)
     return 0
