@@ -266,8 +266,10 @@ class Connection:
         if problem is not None:
             # An id that is not a string or 64-bit integer cannot be echoed (the ACP schema
             # forbids it, and 1e400 is not even JSON): such errors carry `id: null`.
+            # Without a string method it is no identifiable request either.
             request_id = message.get("id")
-            echo = request_id if _is_valid_id(request_id) else None
+            identified = _is_valid_id(request_id) and isinstance(message.get("method"), str)
+            echo = request_id if identified else None
             self._send_error(echo, INVALID_REQUEST, "Invalid Request", problem)
             return
         if message["method"] == "$/cancel_request" and "id" not in message:
