@@ -339,3 +339,11 @@ def test_many_requests_at_once_are_all_answered(heron, workspace):
     for i in range(2000):
         assert client.next_response_for(f"n{i}", timeout=30)["error"]["code"] == -32601
     still_serves(client, workspace)
+
+
+def test_encode_repairs_what_json_or_utf8_cannot_carry():
+    from agent.wire import _encode
+
+    line = _encode({"a": float("nan"), "b": [float("inf")], "t": "x\ud83d\ude00\udc00y"})
+    assert line.endswith(b"\n")
+    assert json.loads(line) == {"a": None, "b": [None], "t": "x\U0001f600\ufffdy"}
