@@ -6,7 +6,6 @@ import logging
 import os
 import sys
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -54,14 +53,16 @@ class Server:
 
     async def initialize(self, **params: Any) -> dict[str, Any]:
         self.remember_client(params)
-        self.start_warming(self.connection.start_soon)
         return initialize_result()
 
-    def start_warming(self, start_soon: Callable[..., Any]) -> None:
-        """Import the model client (openai, ~0.5 s) in the background right after `initialize`.
+    def start_warming(self) -> None:
+        """Import the model client (openai, ~0.5 s) in the background, once.
 
-        The first prompt then starts at once, and waits for the import in a cancellable way
-        (`Session.model_ready`), so a `session/cancel` right after it is answered at once.
+        Started by the first `session/new` (editors send it right after `initialize`), not by
+        `initialize` itself: a process that is only probed, or told to exit at once, is not
+        slowed down by an import competing for the GIL. The first prompt waits for the import
+        in a cancellable way (`Session.model_ready`), so a `session/cancel` sent right after it
+        is answered at once.
         """
         if self.model_ready is not None or not self.settings.llm_configured:
             return
@@ -75,7 +76,7 @@ class Server:
             finally:
                 ready.set()
 
-        start_soon(warm)
+        self.connection.start_soon(warm)
 
     def _require_initialized(self) -> None:
         # ACP: the client MUST call initialize first. Until it has, Heron knows neither the
@@ -104,6 +105,7 @@ class Server:
             client_capabilities=self.client_capabilities,
             mcp_servers=parsed.mcp_servers,
         )
+        self.start_warming()
         session.model_ready = self.model_ready
         log.info("session %s in %s", session_id, cwd)
         return NewSessionResult(session_id=session_id).dump()
@@ -180,11 +182,7 @@ def run_server(
                     "initialize params were not understood; assuming no client capabilities"
                 )
             server.initialized = True  # the client has its answer either way
-        async with anyio.create_task_group() as background:
-            if server.initialized:  # answered by the fast path in agent.cli
-                server.start_warming(background.start_soon)
-            await connection.serve(pending, at_eof=at_eof, on_eof=server.cancel_all)
-            background.cancel_scope.cancel()
+        await connection.serve(pending, at_eof=at_eof, on_eof=server.cancel_all)
 
     anyio.run(main)
     return 0
