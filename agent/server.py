@@ -13,6 +13,7 @@ from typing import Any, BinaryIO
 import anyio
 from pydantic import BaseModel, ValidationError
 
+from agent import llm
 from agent.config import Settings
 from agent.handshake import SETUP_METHOD_ID, initialize_result, offers_terminal_auth
 from agent.protocol import (
@@ -24,7 +25,7 @@ from agent.protocol import (
     SessionIdParams,
 )
 from agent.session import Session
-from agent.wire import INVALID_PARAMS, Connection, RpcError
+from agent.wire import INVALID_PARAMS, INVALID_REQUEST, Connection, RpcError
 
 log = logging.getLogger("heron.server")
 
@@ -52,6 +53,8 @@ class Server:
         self.client_capabilities = ClientCapabilities()
         self.terminal_auth = False  # the setup method was offered to this client
         self.sessions: dict[str, Session] = {}
+        self.initialized = False
+        self.model_ready: anyio.Event | None = None  # see start_warming()
         connection.register("initialize", self.initialize)
         connection.register("authenticate", self.authenticate)
         connection.register("session/new", self.new_session)
@@ -62,6 +65,7 @@ class Server:
         parsed = _parse(InitializeParams, params)
         self.client_capabilities = parsed.client_capabilities
         self.terminal_auth = offers_terminal_auth(params)
+        self.initialized = True
         if parsed.client_info:
             log.info("client: %s %s", parsed.client_info.name, parsed.client_info.version)
 
@@ -86,7 +90,37 @@ class Server:
         for name, value in vars(fresh).items():
             setattr(self.settings, name, value)
 
+    def start_warming(self) -> None:
+        """Import the model client (openai, ~0.5 s) in the background, once.
+
+        Started by the first `session/new` (editors send it right after `initialize`), not by
+        `initialize` itself: a process that is only probed, or told to exit at once, is not
+        slowed down by an import competing for the GIL. The first prompt waits for the import
+        in a cancellable way (`Session.model_ready`), so a `session/cancel` sent right after it
+        is answered at once.
+        """
+        if self.model_ready is not None or not self.settings.llm_configured:
+            return
+        ready = self.model_ready = anyio.Event()
+
+        async def warm() -> None:
+            try:
+                await anyio.to_thread.run_sync(llm.prewarm, abandon_on_cancel=True)
+            except Exception:  # the first prompt will meet (and report) the same problem
+                log.exception("warming the model client failed")
+            finally:
+                ready.set()
+
+        self.connection.start_soon(warm)
+
+    def _require_initialized(self) -> None:
+        # ACP: the client MUST call initialize first. Until it has, Heron knows neither the
+        # protocol version nor the client's capabilities, so it does nothing it could get wrong.
+        if not self.initialized:
+            raise RpcError(INVALID_REQUEST, "Invalid Request: call initialize first")
+
     async def new_session(self, **params: Any) -> dict[str, Any]:
+        self._require_initialized()
         parsed = _parse(NewSessionParams, params)
         if self.terminal_auth and not self.settings.llm_configured:
             self.reload_settings()  # setup may have run since, without an `authenticate`
@@ -96,10 +130,14 @@ class Server:
         cwd = Path(parsed.cwd)
         if not cwd.is_absolute():
             raise RpcError(INVALID_PARAMS, f"cwd must be an absolute path, got {parsed.cwd!r}")
-        if not cwd.is_dir():
+        try:
+            is_dir = cwd.is_dir()  # False for a NUL byte; raises for a name too long, EACCES
+        except OSError as exc:
+            raise RpcError(INVALID_PARAMS, f"cwd cannot be used: {exc.strerror}") from exc
+        if not is_dir:
             raise RpcError(INVALID_PARAMS, f"cwd is not an existing directory: {parsed.cwd}")
         session_id = f"sess_{uuid.uuid4().hex}"
-        self.sessions[session_id] = Session(
+        session = self.sessions[session_id] = Session(
             session_id=session_id,
             cwd=Path(os.path.normpath(cwd)),
             settings=self.settings,
@@ -107,10 +145,13 @@ class Server:
             client_capabilities=self.client_capabilities,
             mcp_servers=parsed.mcp_servers,
         )
+        self.start_warming()
+        session.model_ready = self.model_ready
         log.info("session %s in %s", session_id, cwd)
         return NewSessionResult(session_id=session_id).dump()
 
     async def prompt(self, **params: Any) -> dict[str, Any]:
+        self._require_initialized()
         parsed = _parse(PromptParams, params)
         session = self._session(parsed.session_id)
         if self.settings.problem:
@@ -183,6 +224,7 @@ def run_server(
                 log.warning(
                     "initialize params were not understood; assuming no client capabilities"
                 )
+            server.initialized = True  # the client has its answer either way
         await connection.serve(pending, at_eof=at_eof, on_eof=server.cancel_all)
 
     anyio.run(main)

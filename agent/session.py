@@ -62,8 +62,9 @@ class Session:
             settings=settings,
         )
         self._tool_specs: list[dict[str, Any]] | None = None
-        self._running: anyio.CancelScope | None = None
+        self._prompts: set[anyio.CancelScope] = set()  # the running prompt and those queued
         self._turn_lock = anyio.Lock()
+        self.model_ready: anyio.Event | None = None  # set once the model client is imported
         self._call_ids: set[str] = set()
         self._call_counter = itertools.count(1)
 
@@ -91,27 +92,32 @@ class Session:
     async def prompt(self, blocks: list[PromptBlock]) -> StopReason:
         from agent.turn import Turn
 
-        if self._running is not None:
-            # Zed may send a new prompt right after Stop, without a cancel: the old turn ends
-            # as cancelled (its answer goes out first), then this one runs.
-            self._running.cancel()
-        async with self._turn_lock:
-            scope = anyio.CancelScope()
-            turn = Turn(self, scope)
-            self._running = scope
-            try:
-                with scope:
-                    stop_reason = await turn.run(blocks)
-                if scope.cancelled_caught:
-                    stop_reason = "cancelled"
-                return stop_reason
-            finally:
-                turn.close()
-                self._running = None
+        # Zed may send a new prompt right after Stop, without a cancel: every earlier prompt,
+        # running or queued, ends as cancelled (the running one's answer goes out first), and
+        # only the newest runs.
+        self.cancel()
+        scope = anyio.CancelScope()
+        self._prompts.add(scope)
+        try:
+            with scope:
+                if self.model_ready is not None:
+                    # Cancellable, unlike the import itself: a cancel right after the first
+                    # prompt of the process must not wait for openai to load.
+                    await self.model_ready.wait()
+                async with self._turn_lock:
+                    turn = Turn(self, scope)
+                    try:
+                        return await turn.run(blocks)
+                    finally:
+                        turn.close()
+            return "cancelled"  # reached only when the scope caught a cancel
+        finally:
+            self._prompts.discard(scope)
 
     def cancel(self) -> None:
-        if self._running is not None:
-            self._running.cancel()
+        """Cancel the running prompt and every queued one."""
+        for scope in self._prompts:
+            scope.cancel()
 
     def new_call_id(self, model_id: str) -> str:
         """The model's call id, made unique in the session (some servers reuse `call_0`)."""

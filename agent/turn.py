@@ -138,6 +138,7 @@ class Turn:
                         ids[event.index] = self.announce(event.call_id, event.name)
                     else:
                         finished = event
+                    await session.connection.drain()  # back-pressure from a slow editor
         except LLMError as exc:
             raise RpcError(INTERNAL_ERROR, str(exc)) from exc
         finally:
@@ -275,6 +276,7 @@ class Turn:
                                 locations=event.locations,
                             )
                         )
+                    await session.connection.drain()  # back-pressure from a slow editor
         except ToolError as exc:
             result = ToolResult.failure(str(exc))
         except Exception as exc:

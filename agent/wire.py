@@ -2,7 +2,13 @@
 
 - Reading never stops: each incoming request runs in its own task, so `session/cancel`,
   permission answers and fs/terminal results get through while a turn runs.
-- One writer task owns stdout, so messages never interleave; `send()` only queues.
+- One writer task owns stdout, so messages never interleave; `send()` only queues. The queue
+  is bounded by back-pressure, not by dropping: producers of bulk output (the model stream, tool
+  progress) `await drain()`, which waits while the editor is behind on reading. Responses and
+  Heron's own requests are never dropped or delayed by it.
+- Nothing the editor sends can crash the loop: every line is checked as a JSON-RPC envelope
+  (ids must be strings or 64-bit integers, as the ACP schema says) before it is dispatched,
+  and every message sent is strict JSON in valid UTF-8 whatever text it carries.
 - Incoming requests and notifications are dispatched with jsonrpcserver; answers to Heron's
   own requests (`request()`) are matched to their waiters by id.
 - No line-length cap: lines are read with the buffered reader's readline in a thread, which
@@ -17,6 +23,7 @@ import json
 import logging
 import math
 import threading
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any, BinaryIO
 
@@ -35,6 +42,8 @@ INTERNAL_ERROR = -32603
 REQUEST_CANCELLED = -32800
 
 EOF_GRACE = 0.7  # seconds the work in flight gets to wind down once stdin has closed
+OUTBOX_LIMIT = 1 << 20  # bytes queued for stdout above which `drain()` makes producers wait
+_INT64 = range(-(2**63), 2**63)
 
 Handler = Callable[..., Awaitable[Any]]
 
@@ -61,7 +70,11 @@ class Connection:
         self._stdin = stdin
         self._stdout = stdout
         self._methods: dict[str, Handler] = {}
-        self._send, self._outbox = anyio.create_memory_object_stream[bytes](math.inf)
+        self._outbox: deque[bytes] = deque()
+        self._queued = 0  # bytes queued or being written
+        self._outbox_done = False  # no more messages will be queued
+        self._wake_writer = anyio.Event()
+        self._written = anyio.Event()  # set (and replaced) after every write
         self._ids = itertools.count(1)
         self._waiting: dict[int, _Waiter] = {}
         self._in_flight: dict[Any, anyio.CancelScope] = {}
@@ -78,11 +91,23 @@ class Connection:
     # -- sending ------------------------------------------------------------------------------
 
     def send(self, message: dict[str, Any]) -> None:
-        """Queue a message for the writer; order is kept."""
+        """Queue a message for the writer; order is kept. Never blocks: see `drain()`."""
         if self.closed.is_set():
             return
-        data = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
-        self._send.send_nowait(data + b"\n")
+        data = _encode(message)
+        self._outbox.append(data)
+        self._queued += len(data)
+        self._wake_writer.set()
+
+    async def drain(self) -> None:
+        """Wait while the editor is behind on reading stdout (more than OUTBOX_LIMIT queued).
+
+        Producers of bulk output await this after sending, so an editor that stops reading
+        slows the turn down instead of growing Heron's memory. Cancellable; returns at once
+        once the connection is closed.
+        """
+        while self._queued > OUTBOX_LIMIT and not self.closed.is_set():
+            await self._written.wait()
 
     def notify(self, method: str, params: dict[str, Any]) -> None:
         self.send({"jsonrpc": "2.0", "method": method, "params": params})
@@ -139,9 +164,12 @@ class Connection:
                 while self._running:
                     await self._idle.wait()
             self.closed.set()
-            self._send.close()
+            self._outbox_done = True
+            self._wake_writer.set()
+            self._written.set()  # producers waiting in drain() go on (and find it closed)
             with anyio.move_on_after(0.2):
                 await writer_done.wait()
+            # A writer stuck in write() (the editor stopped reading) is abandoned here.
             tg.cancel_scope.cancel()
 
     def start_soon(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
@@ -182,24 +210,29 @@ class Connection:
             done.set()
 
     async def _write_all(self) -> None:
-        async with self._outbox:
-            async for data in self._outbox:
-                # Take everything already queued so a burst of chunks costs one write.
-                batch = [data]
-                while True:
-                    try:
-                        batch.append(self._outbox.receive_nowait())
-                    except (anyio.WouldBlock, anyio.EndOfStream):
-                        break
-                try:
-                    await anyio.to_thread.run_sync(self._write, b"".join(batch))
-                except OSError as exc:
-                    log.warning("stdout is gone (%s); shutting down", exc)
-                    self.closed.set()
-                    self._fail_waiters()
-                    assert self._tasks is not None
-                    self._tasks.cancel_scope.cancel()
+        while True:
+            while not self._outbox:
+                if self._outbox_done:
                     return
+                self._wake_writer = anyio.Event()
+                await self._wake_writer.wait()
+            # Take everything already queued so a burst of chunks costs one write.
+            data = b"".join(self._outbox)
+            self._outbox.clear()
+            try:
+                # Abandonable: a write() blocked on a full pipe must not hold up the exit.
+                await anyio.to_thread.run_sync(self._write, data, abandon_on_cancel=True)
+            except OSError as exc:
+                log.warning("stdout is gone (%s); shutting down", exc)
+                self.closed.set()
+                self._written.set()
+                self._fail_waiters()
+                assert self._tasks is not None
+                self._tasks.cancel_scope.cancel()
+                return
+            self._queued -= len(data)
+            self._written.set()
+            self._written = anyio.Event()
 
     def _write(self, data: bytes) -> None:
         self._stdout.write(data)
@@ -211,19 +244,35 @@ class Connection:
         if not line.strip():
             return
         try:
-            message = json.loads(line)
-        except ValueError as exc:
+            # Strict UTF-8 (json.loads on bytes would let encoded surrogates through), and
+            # NaN/Infinity are not JSON.
+            message = json.loads(line.decode("utf-8"), parse_constant=_reject_constant)
+        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
             log.warning("unparsable line: %s", exc)
             self._send_error(None, PARSE_ERROR, "Parse error", f"invalid JSON: {exc}")
             return
-        if (
-            isinstance(message, dict)
-            and "method" not in message
-            and ("result" in message or "error" in message)
-        ):
+        if isinstance(message, list):
+            # ACP v1 exchanges single messages; a batch answered as an array would break
+            # clients that expect objects, so the whole batch is refused, run in no part.
+            self._send_error(None, INVALID_REQUEST, "Invalid Request", "batches are not supported")
+            return
+        if not isinstance(message, dict):
+            self._send_error(None, INVALID_REQUEST, "Invalid Request", "not a JSON object")
+            return
+        if "method" not in message and ("result" in message or "error" in message):
             self._resolve(message)
             return
-        if isinstance(message, dict) and message.get("method") == "$/cancel_request":
+        problem = _envelope_problem(message)
+        if problem is not None:
+            # An id that is not a string or 64-bit integer cannot be echoed (the ACP schema
+            # forbids it, and 1e400 is not even JSON): such errors carry `id: null`.
+            # Without a string method it is no identifiable request either.
+            request_id = message.get("id")
+            identified = _is_valid_id(request_id) and isinstance(message.get("method"), str)
+            echo = request_id if identified else None
+            self._send_error(echo, INVALID_REQUEST, "Invalid Request", problem)
+            return
+        if message["method"] == "$/cancel_request" and "id" not in message:
             self._cancel_request(message.get("params"))
             return
         assert self._tasks is not None
@@ -259,21 +308,23 @@ class Connection:
             self.send(answer)  # type: ignore[arg-type]
 
     def _cancel_request(self, params: Any) -> None:
-        if isinstance(params, dict) and (
-            scope := self._in_flight.get(_key(params.get("requestId")))
-        ):
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        if _is_valid_id(request_id) and (scope := self._in_flight.get(_key(request_id))):
             scope.cancel()
 
     def _resolve(self, message: dict[str, Any]) -> None:
-        waiter = self._waiting.pop(message.get("id"), None)  # type: ignore[arg-type]
+        request_id = message.get("id")
+        # Heron's ids are plain ints: `true` or 1.0 must not pass for 1, nor {} crash the pop.
+        waiter = self._waiting.pop(request_id, None) if type(request_id) is int else None
         if waiter is None:
-            log.debug("answer to an unknown or abandoned request: %s", message.get("id"))
+            log.debug("answer to an unknown or abandoned request: %.200r", request_id)
             return
         if "error" in message:
             err = message["error"] if isinstance(message["error"], dict) else {}
+            code = err.get("code")
             waiter.fail(
                 RpcError(
-                    int(err.get("code", INTERNAL_ERROR)),
+                    code if type(code) is int else INTERNAL_ERROR,
                     str(err.get("message", "")),
                     err.get("data"),
                 )
@@ -301,6 +352,64 @@ class _Waiter:
     def fail(self, error: BaseException) -> None:
         self.error = error
         self.done.set()
+
+
+def _encode(message: dict[str, Any]) -> bytes:
+    """One line of strict JSON in valid UTF-8, whatever the message carries.
+
+    Text from files, commands and models may hold lone surrogates, which UTF-8 cannot encode,
+    and numbers may be NaN or infinite, which JSON cannot: both are repaired (and logged)
+    rather than let one message end the turn or the connection.
+    """
+    try:
+        text = json.dumps(message, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except ValueError:
+        log.warning("message with a non-finite number; sent as null: %.200r", message)
+        message = _finite(message)
+        text = json.dumps(message, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    try:
+        return text.encode() + b"\n"
+    except UnicodeEncodeError:
+        log.warning("message with lone surrogates; replaced by U+FFFD: %.200r", text)
+        # Through UTF-16, split pairs are joined and lone halves become U+FFFD.
+        repaired = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        return repaired.encode() + b"\n"
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _is_valid_id(request_id: Any) -> bool:
+    """A request id Heron accepts: a string or a 64-bit integer (the ACP schema's RequestId).
+
+    Null, also allowed by JSON-RPC, is refused: it is what answers to unreadable lines carry,
+    so a client could not tell its result from such an error.
+    """
+    return isinstance(request_id, str) or (type(request_id) is int and request_id in _INT64)
+
+
+def _envelope_problem(message: dict[str, Any]) -> str | None:
+    """Why `message` is not a valid JSON-RPC request or notification, or None if it is."""
+    if message.get("jsonrpc") != "2.0":
+        return '"jsonrpc" must be "2.0"'
+    if not isinstance(message.get("method"), str):
+        return '"method" must be a string'
+    if "id" in message and not _is_valid_id(message["id"]):
+        return '"id" must be a string or a 64-bit integer'
+    if "params" in message and not isinstance(message["params"], dict | list):
+        return '"params" must be an object'
+    return None
 
 
 def _key(request_id: Any) -> Any:
