@@ -1,13 +1,15 @@
 """find_path and grep: search the project, skipping `.git` and what `.gitignore` ignores.
 
 When a ripgrep binary is at hand (next to the Python interpreter or on PATH) it does the
-walking and matching; otherwise the same search runs in Python, in a worker thread. Both feed
-the same collector and formatter, and `agent.tools.paths.Tree` walks the way the rg flags below
+walking and matching; otherwise the same search runs in Python, in a child process that is
+killed on cancel (`agent.tools.grep_python`: `re` cannot be interrupted). Both feed the same
+collector and formatter, and `agent.tools.paths.Tree` walks the way the rg flags below
 make rg walk, so the model sees the same output either way. rg runs unsorted (in parallel)
 and its files are then put in the walk's order; only when it finds more than RG_OVERSHOOT
 times the match cap is it stopped early, and which matches are shown then depends on timing.
 rg's regex dialect differs from Python's in corners (look-around, backreferences): a pattern
-rg rejects is run in Python.
+rg rejects is run in Python. A search gets SEARCH_TIMEOUT seconds, then fails readably, and
+never opens a FIFO or a device (it would block, or never end).
 """
 
 from __future__ import annotations

@@ -2,8 +2,10 @@
 
 With the client's `terminal` capability the command runs in a terminal the editor creates and
 embeds live in the tool call (ACP-NOTES §26); we only wait, read the final output and always
-release it. Otherwise it runs here in its own process group, so a timeout or a cancelled turn
-can stop the shell together with everything it started, and its output is streamed back with
+release it. Otherwise it runs here in its own process group, tracked by `agent.processes`, so a
+timeout, a cancelled turn or the command's end stops the shell together with everything it
+started (background jobs, `setsid`, `nohup` included); a cancelled turn answers at once and the
+SIGKILL for what ignores SIGTERM follows in the background. Its output is streamed back with
 bounded memory: the first and last kilobytes are kept, the middle is counted and dropped.
 """
 
