@@ -18,7 +18,6 @@ import json
 import os
 import re
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.tools.paths import Tree, glob_filter, read_regular
@@ -28,15 +27,17 @@ MAX_GREP_LINE_CHARS = 500
 Line = tuple[int, bool, str]  # line number, is a match (else context), text
 
 
-@dataclass
 class Hits:
-    """Matches in file order, stopping after `limit` matches (and their after-context)."""
+    """Matches in file order, stopping after `limit` matches (and their after-context).
 
-    limit: int
-    context: int
-    files: list[tuple[str, list[Line]]] = field(default_factory=list)
-    matches: int = 0
-    truncated: bool = False
+    A plain class: `dataclasses` (with `inspect`) would double the child's start-up time."""
+
+    def __init__(self, limit: int, context: int) -> None:
+        self.limit = limit
+        self.context = context
+        self.files: list[tuple[str, list[Line]]] = []
+        self.matches = 0
+        self.truncated = False
 
     def add(self, rel: str, lines: list[Line]) -> bool:
         """Take one file's lines; False once there is no room for more."""
