@@ -74,6 +74,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def serve_stdio(settings: Settings, reload: Callable[[], Settings] | None = None) -> int:
+    from agent.shutdown import install_exit_handlers
+
+    install_exit_handlers()  # a signal from here on stops every command's processes first
     stdin = sys.stdin.buffer
     stdout = sys.stdout.buffer
     # Nothing but protocol may reach stdout: from here on a stray print() lands on stderr.
@@ -99,18 +102,16 @@ def serve_stdio(settings: Settings, reload: Callable[[], Settings] | None = None
 
     warm.join()
     from agent.server import run_server
+    from agent.shutdown import run_then_exit
 
-    code = run_server(
-        settings, stdin, stdout, pending, initialize_params, at_eof=not first, reload=reload
+    # Never returns: leaves without finalizing, as the stdin reader thread may still be
+    # blocked in readline() (an editor that stopped reading but never closed our stdin).
+    run_then_exit(
+        lambda: run_server(
+            settings, stdin, stdout, pending, initialize_params, at_eof=not first, reload=reload
+        )
     )
-    # The stdin reader thread may still be blocked in readline() (an editor that stopped
-    # reading but never closed our stdin); interpreter finalization would trip over it.
-    # Everything is written by now, so leave without finalizing.
-    import logging
-
-    logging.shutdown()
-    sys.stderr.flush()
-    os._exit(code)
+    return 1  # not reached
 
 
 def _import_server() -> None:

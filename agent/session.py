@@ -67,6 +67,8 @@ class Session:
         self.model_ready: anyio.Event | None = None  # set once the model client is imported
         self._call_ids: set[str] = set()
         self._call_counter = itertools.count(1)
+        # toolCallId → index in `transcript` of its latest progress snapshot
+        self._snapshots: dict[Any, int] = {}
 
     def tool_specs(self) -> list[dict[str, Any]]:
         """The tools as OpenAI functions; built once, they only change when the tools do."""
@@ -128,8 +130,26 @@ class Session:
         return call_id
 
     def record(self, update: dict[str, Any]) -> None:
-        """Keep a sent update for replay, merging consecutive chunks of one kind."""
+        """Keep a sent update for replay, merging consecutive chunks of one kind.
+
+        A running call's progress snapshots (a `tool_call_update` without a status) patch the
+        call's previous snapshot instead of piling up: a noisy command sends ten a second for
+        as long as it runs, and replay needs only the last one.
+        """
         kind = update.get("sessionUpdate")
+        if kind == "tool_call_update" and "status" not in update:
+            call_id = update.get("toolCallId")
+            index = self._snapshots.get(call_id)
+            if index is not None and index < len(self.transcript):
+                previous = self.transcript[index]
+                if previous.get("toolCallId") == call_id and "status" not in previous:
+                    # Fields patch the call (ACP), so merging keeps what replay shows.
+                    self.transcript[index] = {**previous, **update}
+                    return
+            self._snapshots[call_id] = len(self.transcript)
+        elif kind in ("tool_call", "tool_call_update"):
+            # A status change ends the snapshot run: later progress goes after it.
+            self._snapshots.pop(update.get("toolCallId"), None)
         last = self.transcript[-1] if self.transcript else None
         if (
             kind in _MERGED_CHUNKS

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -200,12 +201,29 @@ def allowed_by(glob: Rules | None, rel: str, is_dir: bool) -> bool:
 
 
 def _load(path: Path, strip: int, prefix: str = "") -> Rules | None:
+    data = read_regular(str(path))  # a FIFO named .gitignore must not block the walk
+    if data is None:
+        return None
+    rules = Rules(data.decode("utf-8", "replace").splitlines(), strip, prefix)
+    return rules if rules else None
+
+
+def read_regular(path: str) -> bytes | None:
+    """The file's bytes; None when it cannot be read or is not a regular file. O_NONBLOCK:
+    opening a FIFO would otherwise wait for a writer."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            rules = Rules(f.read().splitlines(), strip, prefix)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return None
-    return rules if rules else None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with open(fd, "rb", closefd=False) as f:
+            return f.read()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 class Tree:

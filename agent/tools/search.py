@@ -1,30 +1,31 @@
 """find_path and grep: search the project, skipping `.git` and what `.gitignore` ignores.
 
 When a ripgrep binary is at hand (next to the Python interpreter or on PATH) it does the
-walking and matching; otherwise the same search runs in Python, in a worker thread. Both feed
-the same collector and formatter, and `agent.tools.paths.Tree` walks the way the rg flags below
+walking and matching; otherwise the same search runs in Python, in a child process that is
+killed on cancel (`agent.tools.grep_python`: `re` cannot be interrupted). Both feed the same
+collector and formatter, and `agent.tools.paths.Tree` walks the way the rg flags below
 make rg walk, so the model sees the same output either way. rg runs unsorted (in parallel)
 and its files are then put in the walk's order; only when it finds more than RG_OVERSHOOT
 times the match cap is it stopped early, and which matches are shown then depends on timing.
 rg's regex dialect differs from Python's in corners (look-around, backreferences): a pattern
-rg rejects is run in Python.
+rg rejects is run in Python. A search gets SEARCH_TIMEOUT seconds, then fails readably, and
+never opens a FIFO or a device (it would block, or never end).
 """
 
 from __future__ import annotations
 
 import base64
-import codecs
 import contextlib
 import json
 import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import TypeVar
@@ -33,16 +34,18 @@ import anyio
 from anyio.abc import ByteReceiveStream, Process
 from pydantic import BaseModel, Field
 
+from agent.processes import forget, open_process
 from agent.tools.base import OneShotTool, Preview, Safety, ToolContext, ToolError, ToolResult
 from agent.tools.files import location
+from agent.tools.grep_python import Hits, Line, parse_reply, request, shown_line, worker_argv
 from agent.tools.paths import Rules, Tree, allowed_by, display_path, glob_filter, printable
 
 MAX_FIND_RESULTS = 1000
 MAX_GREP_MATCHES = 200
 MAX_GREP_BYTES = 64 * 1024
-MAX_GREP_LINE_CHARS = 500
 MAX_LOCATIONS = 10
 RG_OVERSHOOT = 10  # unsorted rg is stopped once it found this many times MAX_GREP_MATCHES
+SEARCH_TIMEOUT = 30.0  # seconds a search may take; HERON_SEARCH_TIMEOUT overrides
 
 # The rg flags that make it walk like `Tree`: hidden files in, .git out, only .gitignore files.
 RG_WALK = [
@@ -53,6 +56,13 @@ RG_WALK = [
     "--no-ignore-dot",
     "--no-messages",
 ]
+
+
+def search_timeout() -> float:
+    try:
+        return float(os.environ["HERON_SEARCH_TIMEOUT"])
+    except (KeyError, ValueError):
+        return SEARCH_TIMEOUT
 
 
 @cache
@@ -71,7 +81,7 @@ async def run_rg(argv: list[str], cwd: Path, on_line: Callable[[bytes], bool]) -
     """Run rg, handing each stdout line to `on_line` until it returns False (rg is then
     killed). Returns rg's complaint when it failed with one (e.g. a pattern it cannot
     parse; `--no-messages` keeps unreadable files quiet), else None."""
-    process = await anyio.open_process(argv, cwd=cwd, stdin=subprocess.DEVNULL)
+    process = await open_process(argv, cwd=cwd, stdin=subprocess.DEVNULL)
     errors = bytearray()
     try:
         async with anyio.create_task_group() as tg:
@@ -85,6 +95,7 @@ async def run_rg(argv: list[str], cwd: Path, on_line: Callable[[bytes], bool]) -
         with anyio.CancelScope(shield=True):
             _kill(process)
             await process.aclose()
+            forget(process.pid)
     if code not in (0, 1) and errors:
         return errors.decode("utf-8", "replace").strip()
     return None
@@ -194,9 +205,16 @@ class FindPath(OneShotTool[FindPathArgs]):
         glob = glob_filter(pattern)
         tree = Tree(root)
         rg = find_rg() if self.use_rg else None
-        found = await _find_rg(rg, tree, glob) if rg else None
-        if found is None:
-            found = await in_thread(lambda stop: _find_python(tree, glob, stop))
+        budget = search_timeout()
+        found = None
+        with anyio.move_on_after(budget) as timer:
+            found = await _find_rg(rg, tree, glob) if rg else None
+            if found is None:
+                found = await in_thread(lambda stop: _find_python(tree, glob, stop))
+        if timer.cancelled_caught or found is None:
+            raise ToolError(
+                f"find_path stopped after {budget:g} s without finishing; narrow `path`."
+            )
         if not found:
             return ToolResult(
                 ok=True,
@@ -269,43 +287,6 @@ class GrepArgs(BaseModel):
     context: int = Field(0, ge=0, le=20, description="Lines to show before and after each match.")
 
 
-Line = tuple[int, bool, str]  # line number, is a match (else context), text
-
-
-@dataclass
-class Hits:
-    """Matches in file order, stopping after `limit` matches (and their after-context)."""
-
-    limit: int
-    context: int
-    files: list[tuple[str, list[Line]]] = field(default_factory=list)
-    matches: int = 0
-    truncated: bool = False
-
-    def add(self, rel: str, lines: list[Line]) -> bool:
-        """Take one file's lines; False once there is no room for more."""
-        count = sum(is_match for _, is_match, _ in lines)
-        if not count:
-            return True
-        room = self.limit - self.matches
-        if count > room:
-            self.truncated = True
-            if room == 0:
-                return False
-            kept: list[Line] = []
-            seen = last = 0
-            for n, is_match, text in lines:
-                if (is_match and seen == room) or (seen == room and n > last + self.context):
-                    break
-                if is_match:
-                    seen, last = seen + 1, n
-                kept.append((n, is_match, text))
-            lines, count = kept, room
-        self.files.append((rel, lines))
-        self.matches += count
-        return not self.truncated
-
-
 class Grep(OneShotTool[GrepArgs]):
     name = "grep"
     description = (
@@ -335,21 +316,73 @@ class Grep(OneShotTool[GrepArgs]):
 
     async def run(self, args: GrepArgs, ctx: ToolContext, preview: Preview) -> ToolResult:
         root, shown = _target(ctx, args.path)
+        _refuse_special(root, shown)
         hits = Hits(MAX_GREP_MATCHES, args.context)
         rg = find_rg() if self.use_rg else None
-        if not (rg and await _grep_rg(rg, root, args, hits)):
-            flags = re.MULTILINE | (0 if args.case_sensitive else re.IGNORECASE)
-            try:
-                regex = re.compile(args.pattern, flags)
-            except re.error as exc:
-                raise ToolError(f"Invalid regular expression `{args.pattern}`: {exc}.") from None
-            hits = Hits(MAX_GREP_MATCHES, args.context)
-            await in_thread(lambda stop: _grep_python(root, regex, args, hits, stop))
+        budget = search_timeout()
+        with anyio.move_on_after(budget) as timer:
+            if not (rg and await _grep_rg(rg, root, args, hits)):
+                flags = re.MULTILINE | (0 if args.case_sensitive else re.IGNORECASE)
+                try:
+                    re.compile(args.pattern, flags)
+                except re.error as exc:
+                    raise ToolError(
+                        f"Invalid regular expression `{args.pattern}`: {exc}."
+                    ) from None
+                hits = Hits(MAX_GREP_MATCHES, args.context)
+                await _grep_in_worker(root, args.pattern, flags, args.glob, hits)
+        if timer.cancelled_caught:
+            raise ToolError(
+                f"grep stopped after {budget:g} s without finishing. The pattern may backtrack "
+                "without end (nested repetition such as `(a+)+`, or alternatives that overlap): "
+                "simplify it, or narrow the search with `path` or `glob`."
+            )
         if not hits.files:
             only = f" (files matching `{args.glob}`)" if args.glob else ""
             return ToolResult(ok=True, output=f"No matches for `{args.pattern}`{_in(shown)}{only}.")
         base = root if root.is_dir() else root.parent
         return _report(hits, _prefix(base, ctx), base)
+
+
+def _refuse_special(root: Path, shown: str) -> None:
+    """A FIFO would block the search until someone writes to it; a device may never end."""
+    try:
+        mode = root.stat().st_mode
+    except OSError as exc:
+        raise ToolError(f"Cannot read {shown}: {exc.strerror}.") from None
+    if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+        raise ToolError(
+            f"{shown} is not a regular file or a folder (a FIFO, socket or device); grep "
+            "searches files only."
+        )
+
+
+async def _grep_in_worker(
+    root: Path, pattern: str, flags: int, glob: str | None, hits: Hits
+) -> None:
+    """The Python search, in a child process killed on cancel (see agent.tools.grep_python)."""
+    process = await open_process(
+        worker_argv(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    out, err = bytearray(), bytearray()
+    try:
+        assert process.stdin and process.stdout and process.stderr
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_collect, process.stdout, out)
+            tg.start_soon(_collect, process.stderr, err)
+            with contextlib.suppress(anyio.BrokenResourceError):
+                await process.stdin.send(request(root, pattern, flags, glob, hits))
+            await process.stdin.aclose()
+        code = await process.wait()
+    finally:
+        with anyio.CancelScope(shield=True):
+            _kill(process)
+            await process.aclose()
+            forget(process.pid)
+    if code != 0:
+        complaint = err.decode("utf-8", "replace").strip().splitlines()
+        raise ToolError(f"grep failed: {complaint[-1] if complaint else f'exit code {code}'}")
+    parse_reply(bytes(out), hits)
 
 
 def _report(hits: Hits, prefix: str, base: Path) -> ToolResult:
@@ -424,7 +457,9 @@ async def _grep_rg(rg: str, root: Path, args: GrepArgs, hits: Hits) -> bool:
         if kind == "begin":
             current.clear()
         elif kind in ("match", "context"):
-            current.append(_line(data["line_number"], kind == "match", _rg_text(data["lines"])))
+            current.append(
+                shown_line(data["line_number"], kind == "match", _rg_text(data["lines"]))
+            )
         elif kind == "end" and data.get("binary_offset") is None:
             rel = _rg_text(data["path"], "surrogateescape").removeprefix("./")
             if not (recheck and tree and tree.ignored(rel)):
@@ -448,63 +483,7 @@ async def _grep_rg(rg: str, root: Path, args: GrepArgs, hits: Hits) -> bool:
     return True
 
 
-def _line(n: int, is_match: bool, text: str) -> Line:
-    """A line as shown: without its line ending, and cut when very long."""
-    text = text.rstrip("\r\n")
-    if len(text) > MAX_GREP_LINE_CHARS:
-        text = text[:MAX_GREP_LINE_CHARS] + " […]"
-    return n, is_match, text
-
-
 def _rg_text(value: dict[str, str], errors: str = "replace") -> str:
     if "text" in value:
         return value["text"]
     return base64.b64decode(value["bytes"]).decode("utf-8", errors)
-
-
-def _grep_python(
-    root: Path, regex: re.Pattern[str], args: GrepArgs, hits: Hits, stop: threading.Event
-) -> None:
-    if root.is_dir():
-        files = Tree(root).walk(glob_filter(args.glob) if args.glob else None)
-    else:
-        root, files = root.parent, iter([root.name])
-    base = str(root) + os.sep
-    for rel in files:
-        if stop.is_set():
-            return
-        lines = _search_file(base + rel, regex, args.context)
-        if lines and not hits.add(rel, lines):
-            return
-
-
-def _search_file(path: str, regex: re.Pattern[str], context: int) -> list[Line] | None:
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    text = _decode(data)
-    if text is None or not regex.search(text):  # one pass over the whole text rules most out
-        return None
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    found = [i for i, line in enumerate(lines) if regex.search(line)]
-    shown: set[int] = set()
-    for i in found:
-        shown.update(range(max(0, i - context), min(len(lines), i + context + 1)))
-    matched = set(found)
-    return [_line(i + 1, i in matched, lines[i]) for i in sorted(shown)]
-
-
-def _decode(data: bytes) -> str | None:
-    """The file's text as rg reads it: a BOM picks the encoding; else a NUL byte anywhere
-    means binary (skipped), and invalid UTF-8 becomes U+FFFD."""
-    if data.startswith(codecs.BOM_UTF8):
-        return data[3:].decode("utf-8", "replace")
-    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        return data.decode("utf-16", "replace")
-    if b"\0" in data:
-        return None
-    return data.decode("utf-8", "replace")

@@ -2,8 +2,10 @@
 
 With the client's `terminal` capability the command runs in a terminal the editor creates and
 embeds live in the tool call (ACP-NOTES §26); we only wait, read the final output and always
-release it. Otherwise it runs here in its own process group, so a timeout or a cancelled turn
-can stop the shell together with everything it started, and its output is streamed back with
+release it. Otherwise it runs here in its own process group, tracked by `agent.processes`, so a
+timeout, a cancelled turn or the command's end stops the shell together with everything it
+started (background jobs, `setsid`, `nohup` included); a cancelled turn answers at once and the
+SIGKILL for what ignores SIGTERM follows in the background. Its output is streamed back with
 bounded memory: the first and last kilobytes are kept, the middle is counted and dropped.
 """
 
@@ -26,6 +28,7 @@ import anyio.lowlevel
 from pydantic import BaseModel, Field
 
 from agent.permissions.commands import command_keys
+from agent.processes import CommandTree, forget, open_process
 from agent.protocol import (
     ContentItem,
     CreateTerminalParams,
@@ -54,7 +57,6 @@ TAIL_BYTES = 64 * 1024  # kept from the end (where errors and summaries are)
 PROGRESS_INTERVAL = 0.1  # seconds between streamed output updates
 POLL_INTERVAL = 0.1  # how often a quiet command is checked on
 ORPHAN_GRACE = 1.0  # after the shell exits, how long background children may hold the output
-KILL_GRACE = 0.5  # between SIGTERM and SIGKILL
 CLIENT_OUTPUT_LIMIT = 1024 * 1024  # outputByteLimit asked of the editor's terminal
 CLIENT_CLEANUP_TIMEOUT = 5.0  # an editor that does not answer kill/release must not hang us
 DEFAULT_MODEL_CHARS = 30_000  # the model's share when settings say nothing
@@ -191,19 +193,27 @@ async def _quietly(ctx: ToolContext, method: str, params: dict[str, Any]) -> Non
 
 async def _run_locally(args: BashArgs, ctx: ToolContext, cwd: Path) -> AsyncIterator[ToolEvent]:
     buffer = OutputBuffer()
-    proc = await anyio.open_process(
+    tree = CommandTree()
+    proc = await open_process(
         [shutil.which("bash") or "/bin/sh", "-c", args.command],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         cwd=cwd,
-        env={**os.environ, **QUIET_ENV, "TERM": "dumb"},
-        start_new_session=True,  # its own process group: one killpg reaches every descendant
+        env={**os.environ, **QUIET_ENV, "TERM": "dumb", **tree.env},
+        start_new_session=True,  # its own process group: one killpg reaches most descendants
     )
+    tree.attach(proc.pid)
+
+    async def close() -> None:
+        with anyio.move_on_after(5):
+            await proc.aclose()
+        forget(proc.pid)
+
     assert proc.stdout is not None
     deadline = anyio.current_time() + args.timeout
     timed_out = orphans = False
-    settled = False  # the shell exited and its output ended: nothing left to stop
+    settled = False  # the shell exited and its output ended
     try:
         eof = dirty = False
         shown_at = exited_at = None
@@ -236,18 +246,26 @@ async def _run_locally(args: BashArgs, ctx: ToolContext, cwd: Path) -> AsyncIter
                 await proc.wait()
             timed_out = proc.returncode is None
             settled = not timed_out
-    finally:
-        with anyio.CancelScope(shield=True):
-            if not settled:
-                await _stop_group(proc.pid)
-            with anyio.move_on_after(5):
-                await proc.aclose()
+    except BaseException:
+        # Cancelled (or failed): answer now; SIGKILL for what ignores SIGTERM comes later.
+        tree.stop_in_background(then=close)
+        raise
+    with anyio.CancelScope(shield=True):
+        if settled:
+            # Background jobs the command left behind (`cmd &`, `setsid`, `nohup`) go too.
+            leftovers = tree.stop_in_background()
+        else:
+            leftovers = 0
+            await tree.stop()
+        await close()
 
     code, sig = _split_returncode(proc.returncode)
     text = buffer.render(*_model_budget(ctx)) or "(no output)"
     head = _status_line(code, sig, args.timeout, timed_out)
     if orphans:
         head += "\n(background processes kept the output open after the shell exited; stopped)"
+    elif leftovers:
+        head += f"\n(stopped {leftovers} background process(es) the command left running)"
     raw: dict[str, Any] = {"exitCode": code}
     if sig:
         raw["signal"] = sig
@@ -260,46 +278,6 @@ async def _run_locally(args: BashArgs, ctx: ToolContext, cwd: Path) -> AsyncIter
         content=[ContentItem.of(shown if code == 0 else f"{shown}\n\n{head}")],
         raw_output=raw,
     )
-
-
-async def _stop_group(pgid: int) -> None:
-    """SIGTERM the process group, then SIGKILL whatever is still there after a short grace."""
-    if not _signal_group(pgid, signal.SIGTERM):
-        return
-    with anyio.move_on_after(KILL_GRACE):
-        while _group_alive(pgid):
-            await anyio.sleep(0.02)
-        return
-    _signal_group(pgid, signal.SIGKILL)
-
-
-def _group_alive(pgid: int) -> bool:
-    """Whether a process of the group still runs. Zombies do not count: where init is slow to
-    reap orphans (containers), they would otherwise hold up every stop for the whole grace."""
-    if not _signal_group(pgid, 0):
-        return False
-    if not os.path.isdir("/proc"):
-        return True  # cannot tell zombies apart here
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()  # after the (command name)
-        except (OSError, IndexError):
-            continue  # exited meanwhile
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            return True
-    return False
-
-
-def _signal_group(pgid: int, sig: int) -> bool:
-    """Send `sig` to the group; False when no process of it is left."""
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
 
 
 def _split_returncode(returncode: int | None) -> tuple[int | None, str | None]:

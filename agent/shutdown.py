@@ -1,0 +1,68 @@
+"""How Heron ends, whatever ends it: every command's processes are stopped first.
+
+- SIGTERM, SIGINT (Ctrl-C) and SIGHUP: stop the commands, exit at once with 128 + the signal's
+  number, quietly (no traceback; the editor or the terminal asked for it).
+- A crash (an exception out of the server): stop the commands, print the traceback, exit 1.
+- A normal end (stdin closed): the same cleanup, then the caller's exit code.
+
+The exit itself is `os._exit`: the stdin reader thread may be blocked in readline(), and
+interpreter finalization would then abort with "Fatal Python error".
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import traceback
+from collections.abc import Callable
+from types import FrameType
+
+from agent.processes import stop_everything
+
+EXIT_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def install_exit_handlers() -> None:
+    """Call first thing in the main thread, before anything can start a command."""
+    for sig in EXIT_SIGNALS:
+        signal.signal(sig, _on_exit_signal)
+
+
+def _on_exit_signal(signum: int, frame: FrameType | None) -> None:
+    for sig in EXIT_SIGNALS:  # a second signal must not interrupt the cleanup
+        signal.signal(sig, signal.SIG_IGN)
+    try:
+        stop_everything()
+    finally:
+        _flush(logs=False)  # the interrupted code may hold a logging lock
+        os._exit(128 + signum)
+
+
+def run_then_exit(serve: Callable[[], int]) -> None:
+    """Run `serve()`; whatever happens, stop the commands and exit with its code (1 on a
+    crash). Never returns."""
+    code = 1
+    try:
+        code = serve()
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        try:
+            stop_everything()
+        finally:
+            _flush()
+            os._exit(code)
+
+
+def _flush(logs: bool = True) -> None:
+    if logs:
+        import logging
+
+        logging.shutdown()
+    for stream in (sys.stderr, sys.__stderr__):
+        try:
+            if stream is not None:
+                stream.flush()
+        except Exception:
+            pass
