@@ -62,6 +62,10 @@ NOT_CONFIGURED = (
     "OpenRouter, llama.cpp): in the `env` of Heron's entry in your editor's agent settings, "
     "as --base-url/--model flags, or in ~/.config/heron/config.toml (api_key, base_url, model)."
 )
+EMPTY_ANSWER = (
+    "(The model returned an empty answer: no text and no tool calls. With a local server, "
+    "check its chat template.)"
+)
 REJECTED = "Rejected by the user: the call was not run. Do not retry it; ask or take another way."
 CANCELLED = "Cancelled by the user."
 
@@ -140,7 +144,12 @@ class Turn:
                     call_id, "The model hit its output token limit before finishing this call."
                 )
             calls = []
-        message: dict[str, Any] = {"role": "assistant", "content": "".join(text) or None}
+        if finished.finish_reason == "stop" and not text and not finished.tool_calls:
+            # Ending silently would look like Heron hung; this is a server/template problem.
+            self.emit(AgentMessageChunk(content=TextContent(text=EMPTY_ANSWER)))
+        # Strict servers (llama-cpp-python) reject a null content beside tool_calls; "" is
+        # accepted everywhere.
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(text)}
         if calls:
             message["tool_calls"] = [
                 {
