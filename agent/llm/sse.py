@@ -85,7 +85,8 @@ class StreamReader:
         return self.chunk(chunk)
 
     def chunk(self, chunk: dict[str, Any]) -> list[LLMEvent]:
-        if chunk.get("error") or self._event == "error":
+        # OpenAI, OpenRouter, SGLang: {"error": {...}}; vLLM: {"object": "error", "message": …}.
+        if chunk.get("error") or self._event == "error" or chunk.get("object") == "error":
             raise errors.stream_error(chunk)
         if usage := chunk.get("usage"):
             self.usage = usage

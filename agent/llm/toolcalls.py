@@ -5,7 +5,9 @@
   mirrored in a legacy `function_call`, ignored here when `tool_calls` is present).
 - llama.cpp `llama-server`: the name re-sent in full whenever it grows.
 - Ollama: the whole call, arguments included, in one delta.
-- Several calls interleave by `index`; some servers omit the index (a new id is a new call).
+- Several calls interleave by `index`; some servers omit the index (a new id is a new call),
+  and Ollama (ollama/ollama#15457) gives every call index 0 with its own id.
+- LM Studio sends `"name": ""` beside each argument piece (lmstudio-bug-tracker#649).
 - Argument pieces may be empty or end in whitespace.
 """
 
@@ -31,6 +33,7 @@ class _Call:
 class ToolCallAccumulator:
     def __init__(self) -> None:
         self._calls: dict[int, _Call] = {}
+        self._route: dict[int, int] = {}  # the server's index → ours, when it reused one
         self._saw_tool_calls = False
 
     def add_delta(self, delta: dict[str, Any]) -> list[ToolCallNamed]:
@@ -55,6 +58,12 @@ class ToolCallAccumulator:
         if not isinstance(index, int):
             new = call_id and all(c.id != call_id for c in self._calls.values())
             index = len(self._calls) if new or not self._calls else max(self._calls)
+        else:
+            sent_index, index = index, self._route.get(index, index)
+            known = self._calls.get(index)
+            if known is not None and call_id and known.id and call_id != known.id:
+                # Another call under an index already used: a new call after all the others.
+                index = self._route[sent_index] = max(self._calls) + 1
         named: list[ToolCallNamed] = []
         call = self._calls.get(index)
         if call is None:
