@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import weakref
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,8 @@ from agent.llm import (
     ToolCallNamed,
     stream_chat,
 )
+from agent.llm.errors import where
+from agent.llm.probe import NO_TOOLS, known_tool_support, probe_tool_support, should_probe
 from agent.permissions import Decision, decide, options_for
 from agent.protocol import (
     AgentMessageChunk,
@@ -55,6 +58,9 @@ if TYPE_CHECKING:
     from agent.session import Session
 
 log = logging.getLogger("heron.turn")
+
+# Sessions already told that the server's template cannot take tools (told once per session).
+_told_no_tools: weakref.WeakSet[Session] = weakref.WeakSet()
 
 NOT_CONFIGURED = (
     "Heron has no model configured. Set OPENAI_API_KEY (and HERON_MODEL to pick a model) for "
@@ -112,6 +118,7 @@ class Turn:
 
     async def ask_model(self) -> Reply:
         session = self.session
+        self.check_tool_support()
         messages = [self.system, *session.history]
         text: list[str] = []
         ids: dict[int, str] = {}  # stream index → tool call id
@@ -161,6 +168,22 @@ class Turn:
             ]
         session.history.append(message)
         return Reply(finished.finish_reason, calls)
+
+    def check_tool_support(self) -> None:
+        """Tell the user once if the server cannot take tools; asking it never delays the turn."""
+        if should_probe(self.session.settings):
+            self.session.connection.start_soon(self._probe_tool_support)
+        elif (
+            known_tool_support(self.session.settings) is False
+            and self.session not in _told_no_tools
+        ):
+            _told_no_tools.add(self.session)
+            text = NO_TOOLS.format(where=where(self.session.settings))
+            self.emit(AgentMessageChunk(content=TextContent(text=text)))
+
+    async def _probe_tool_support(self) -> None:
+        if await probe_tool_support(self.session.settings) is False and not self.closed:
+            self.check_tool_support()
 
     # -- tools -------------------------------------------------------------------------------
 

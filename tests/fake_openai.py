@@ -334,6 +334,7 @@ class FakeOpenAI:
         # string (null is a 500 with a pydantic dump), and the body must be valid UTF-8 JSON.
         self.strict = False
         self.models_body: bytes | None = None  # GET /v1/models answer; None: two fake models
+        self.props: dict[str, Any] | None = None  # llama-server's GET /props; None: 404
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self._server.daemon_threads = True
         self._server.fake = self  # type: ignore[attr-defined]
@@ -446,6 +447,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.fake._record(self._recorded(None), chat=False)
         if self.path.rstrip("/") == "/v1/models" and self.fake.models_body is not None:
             self._raw(Raw(self.fake.models_body, 200, "application/json"))
+        elif self.path.rstrip("/") == "/props" and self.fake.props is not None:
+            self._json(200, self.fake.props)
         elif self.path.rstrip("/") == "/v1/models":
             models = [
                 {"id": m, "object": "model", "created": 0, "owned_by": "fake"}

@@ -260,3 +260,28 @@ def test_debug_logs_each_request_body_and_response_status_without_the_key(
     log = client.stderr
     assert '"content": "tell me"' in log and "response: HTTP 200" in log
     assert "sk-secret-123" not in log
+
+
+def test_a_server_whose_template_cannot_take_tools_is_reported_once_per_session(
+    heron, fake_llm, workspace
+):
+    fake_llm.props = {"chat_template_caps": {"supports_tools": False}}
+    fake_llm.script(text("one"), text("two"), text("three"))
+    client = heron()
+    session_id = client.new_session(workspace)
+    said = []
+    for prompt in ("a", "b", "c"):
+        said += chunks(client.prompt(session_id, prompt)["updates"])
+    notices = [c for c in said if "cannot take tools" in c]
+    assert len(notices) == 1 and "--jinja" in notices[0]
+    assert [r.path for r in fake_llm.other_requests].count("/props") == 1
+
+
+def test_a_server_that_supports_tools_gets_no_notice(heron, fake_llm, workspace):
+    fake_llm.props = {"chat_template_caps": {"supports_tools": True}}
+    fake_llm.script(text("one"), text("two"))
+    client = heron()
+    session_id = client.new_session(workspace)
+    said = chunks(client.prompt(session_id, "a")["updates"])
+    said += chunks(client.prompt(session_id, "b")["updates"])
+    assert said == ["one", "two"]
