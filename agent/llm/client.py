@@ -122,13 +122,15 @@ async def stream_chat(
             http = response.http_response
             log.debug("response: HTTP %s %s", http.status_code, http.headers.get("content-type"))
             lines = response.iter_lines().__aiter__()
+            answered = False  # any line, even a `: ping` comment, shows the server is working
             while True:
-                if not reader.saw_event:
+                if not answered:
                     line = _END
                     with anyio.move_on_after(max(deadline - anyio.current_time(), 0)):
                         line = await anext(lines, None)
                     if line is _END:
                         raise errors.timeout_error(settings)
+                    answered = True
                 else:
                     line = await anext(lines, None)
                 if line is None:
