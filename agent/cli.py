@@ -26,8 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Heron, a coding agent for the Agent Client Protocol. With no arguments it "
         "speaks ACP (JSON-RPC 2.0, one message per line) on stdin/stdout, as editors expect.",
         epilog="Environment: OPENAI_API_KEY, OPENAI_BASE_URL, HERON_MODEL, HERON_MODE, "
-        "HERON_CONFIG, HERON_LOG_LEVEL, HERON_LOG_FILE. Flags beat environment beat the config "
-        "file (default ~/.config/heron/config.toml).",
+        "HERON_MAX_TOKENS, HERON_CONFIG, HERON_LOG_LEVEL, HERON_LOG_FILE. Flags beat environment "
+        "beat the config file (default ~/.config/heron/config.toml).",
     )
     parser.add_argument("--version", action="version", version=f"heron {__version__}")
     parser.add_argument("--model", help="model name, e.g. gpt-4.1 or qwen2.5-coder:7b")
@@ -38,6 +38,12 @@ def build_parser() -> argparse.ArgumentParser:
         dest="max_turn_requests",
         type=int,
         help="model requests allowed per prompt turn (default: 50)",
+    )
+    parser.add_argument(
+        "--max-tokens",
+        dest="max_tokens",
+        type=int,
+        help="output tokens per model answer (default: the server's)",
     )
     parser.add_argument("--config", help="TOML config file (default: ~/.config/heron/config.toml)")
     parser.add_argument(

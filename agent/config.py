@@ -23,6 +23,7 @@ ENV_VARS = {
     "HERON_LOG_LEVEL": "log_level",
     "HERON_LOG_FILE": "log_file",
     "HERON_MAX_TURN_REQUESTS": "max_turn_requests",
+    "HERON_MAX_TOKENS": "max_tokens",
 }
 
 
@@ -40,6 +41,10 @@ class Settings:
     request_timeout: float = 120.0  # seconds without a byte from the model before giving up
     max_retries: int = 3  # transient model errors (429, 5xx, resets) are retried this often
     max_tool_output_chars: int = 30_000  # what the model reads of one tool result
+    # Output tokens per model answer; sent only when set. A local model that never stops
+    # would otherwise hold the turn until its context is full.
+    max_tokens: int | None = None
+    reasoning_effort: str | None = None  # sent only when set (low, medium, high)
     log_level: str = "warning"
     log_file: str | None = None
     config_file: str | None = None  # the file the settings were read from, if any
@@ -95,6 +100,7 @@ _NUMBERS: dict[str, type] = {
     "request_timeout": float,
     "max_retries": int,
     "max_tool_output_chars": int,
+    "max_tokens": int,
 }
 
 
@@ -112,6 +118,8 @@ def _build(values: dict[str, Any]) -> Settings:
         raise ConfigError("max_turn_requests must be at least 1")
     if settings.base_url is not None:
         check_base_url(settings.base_url)
+    if settings.max_tokens is not None and settings.max_tokens < 1:
+        raise ConfigError("max_tokens must be at least 1")
     return settings
 
 

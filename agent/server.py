@@ -191,16 +191,23 @@ def _parse(model: type[BaseModel], params: dict[str, Any]) -> Any:
 def setup_logging(settings: Settings) -> None:
     level = getattr(logging, settings.log_level.upper(), logging.WARNING)
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    problem = None
     if settings.log_file:
-        handlers.append(logging.FileHandler(settings.log_file, encoding="utf-8"))
+        try:
+            handlers.append(logging.FileHandler(settings.log_file, encoding="utf-8"))
+        except OSError as exc:
+            # initialize may already be answered: a bad log path must not end Heron.
+            problem = f"cannot open log file {settings.log_file} ({exc}); logging to stderr only"
     logging.basicConfig(
-        level=min(level, logging.DEBUG if settings.log_file else level),
+        level=min(level, logging.DEBUG if len(handlers) > 1 else level),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         handlers=handlers,
     )
     handlers[0].setLevel(level)
     for noisy in ("httpx", "httpx2", "httpcore", "httpcore2", "openai"):
         logging.getLogger(noisy).setLevel(max(level, logging.INFO))
+    if problem:
+        log.warning(problem)
 
 
 def run_server(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import weakref
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,8 @@ from agent.llm import (
     ToolCallNamed,
     stream_chat,
 )
+from agent.llm.errors import where
+from agent.llm.probe import NO_TOOLS, known_tool_support, probe_tool_support, should_probe
 from agent.permissions.policy import Decision, decide, options_for, real_paths
 from agent.protocol import (
     AgentMessageChunk,
@@ -56,11 +59,18 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("heron.turn")
 
+# Sessions already told that the server's template cannot take tools (told once per session).
+_told_no_tools: weakref.WeakSet[Session] = weakref.WeakSet()
+
 NOT_CONFIGURED = (
     "Heron has no model configured. Set OPENAI_API_KEY (and HERON_MODEL to pick a model) for "
     "OpenAI, or OPENAI_BASE_URL for another OpenAI-compatible server (Ollama, vLLM, LM Studio, "
     "OpenRouter, llama.cpp): in the `env` of Heron's entry in your editor's agent settings, "
     "as --base-url/--model flags, or in ~/.config/heron/config.toml (api_key, base_url, model)."
+)
+EMPTY_ANSWER = (
+    "(The model returned an empty answer: no text and no tool calls. With a local server, "
+    "check its chat template.)"
 )
 
 
@@ -120,6 +130,7 @@ class Turn:
 
     async def ask_model(self) -> Reply:
         session = self.session
+        self.check_tool_support()
         messages = [self.system, *session.history]
         text: list[str] = []
         ids: dict[int, str] = {}  # stream index → tool call id
@@ -153,7 +164,12 @@ class Turn:
                     call_id, "The model hit its output token limit before finishing this call."
                 )
             calls = []
-        message: dict[str, Any] = {"role": "assistant", "content": "".join(text) or None}
+        if finished.finish_reason == "stop" and not text and not finished.tool_calls:
+            # Ending silently would look like Heron hung; this is a server/template problem.
+            self.emit(AgentMessageChunk(content=TextContent(text=EMPTY_ANSWER)))
+        # Strict servers (llama-cpp-python) reject a null content beside tool_calls; "" is
+        # accepted everywhere.
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(text)}
         if calls:
             message["tool_calls"] = [
                 {
@@ -165,6 +181,22 @@ class Turn:
             ]
         session.history.append(message)
         return Reply(finished.finish_reason, calls)
+
+    def check_tool_support(self) -> None:
+        """Tell the user once if the server cannot take tools; asking it never delays the turn."""
+        if should_probe(self.session.settings):
+            self.session.connection.start_soon(self._probe_tool_support)
+        elif (
+            known_tool_support(self.session.settings) is False
+            and self.session not in _told_no_tools
+        ):
+            _told_no_tools.add(self.session)
+            text = NO_TOOLS.format(where=where(self.session.settings))
+            self.emit(AgentMessageChunk(content=TextContent(text=text)))
+
+    async def _probe_tool_support(self) -> None:
+        if await probe_tool_support(self.session.settings) is False and not self.closed:
+            self.check_tool_support()
 
     # -- tools -------------------------------------------------------------------------------
 

@@ -2,7 +2,8 @@
 
 - time to first chunk: `session/prompt` sent → first `agent_message_chunk` seen (cold and warm);
 - tool-call overhead: one model round that calls `read_file`, per round, over a long turn;
-- bash overhead: one local `bash` call (`true`) per round.
+- bash overhead: one local `bash` call (`true`) per round;
+- flood: one answer of 2000 one-word deltas sent at once, wall time and Heron's CPU per delta.
 
     python scripts/bench_turn.py [--rounds 30]
 
@@ -78,12 +79,31 @@ def cancel_ms(client: AcpClient, session_id: str, fake: FakeOpenAI) -> float:
     return elapsed
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time the process has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def flood(client: AcpClient, session_id: str, fake: FakeOpenAI, deltas: int) -> tuple[float, float]:
+    """(ms wall, µs of Heron CPU per delta) for one answer of `deltas` deltas sent at once."""
+    assert client.proc is not None
+    fake.script(text(*(f"w{i} " for i in range(deltas))))
+    cpu = cpu_seconds(client.proc.pid)
+    started = time.perf_counter()
+    result = client.prompt(session_id, "flood", timeout=120)
+    wall = (time.perf_counter() - started) * 1000
+    assert result["stopReason"] == "end_turn", result
+    return wall, (cpu_seconds(client.proc.pid) - cpu) * 1e6 / deltas
+
+
 finished: set[str | None] = set()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--floods", type=int, default=10, help="2000-delta answers to time")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, FakeOpenAI() as fake:
         home = Path(tmp, "home")
@@ -97,6 +117,13 @@ def main() -> None:
             cold = first_chunk_ms(client, session_id, fake)
             warm = statistics.median(first_chunk_ms(client, session_id, fake) for _ in range(10))
             print(f"prompt → first chunk: cold {cold:.1f} ms (imports openai), warm {warm:.1f} ms")
+            floods = [flood(client, session_id, fake, 2000) for _ in range(args.floods)]
+            walls, cpus = [f[0] for f in floods], [f[1] for f in floods]
+            print(
+                f"2000-delta flood: median {statistics.median(walls):.0f} ms "
+                f"(max {max(walls):.0f}), Heron CPU per delta median "
+                f"{statistics.median(cpus):.1f} µs (max {max(cpus):.1f}), {len(floods)} runs"
+            )
             n = args.rounds
             read = rounds_ms(client, session_id, fake, Call("read_file", {"path": "a.py"}), n)
             print(f"model round with one read_file call: {read:.1f} ms per round ({n} rounds)")

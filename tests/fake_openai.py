@@ -30,11 +30,16 @@ __all__ = [
     "Disconnect",
     "Error",
     "FakeOpenAI",
+    "Raw",
     "Recorded",
+    "Silent",
     "Stall",
     "Streamed",
     "disconnect",
     "error",
+    "raw",
+    "silent",
+    "sse",
     "stall",
     "text",
     "tool_calls",
@@ -46,12 +51,33 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Streamed:
-    """A complete SSE stream: one chunk per delta, then the finish chunk, usage, [DONE]."""
+    """A complete SSE stream: one chunk per delta, then the finish chunk, usage, [DONE].
+
+    ``comment`` is sent as an SSE comment line before every event (llama-cpp-python's
+    ``: ping``, OpenRouter's ``: OPENROUTER PROCESSING``); ``null_fields`` adds the
+    ``role``/``content``/``tool_calls``: null and ``logprobs`` fields some servers send.
+    """
 
     deltas: tuple[dict[str, Any], ...]
     finish: str = "stop"
     delay: float = 0.0
     usage: dict[str, Any] | None = None
+    comment: str | None = None
+    null_fields: bool = False
+
+
+@dataclass(frozen=True)
+class Raw:
+    """Exactly these body bytes (captured from a real server, or deliberately broken)."""
+
+    body: bytes
+    status: int = 200
+    content_type: str = "text/event-stream; charset=utf-8"
+
+
+@dataclass(frozen=True)
+class Silent:
+    """Accept the request and never answer, not even the status line."""
 
 
 @dataclass(frozen=True)
@@ -80,7 +106,9 @@ class Stall:
     first: Streamed | None = None
 
 
-Response: TypeAlias = "Streamed | Error | Disconnect | Stall | Callable[[dict[str, Any]], Response]"
+Response: TypeAlias = (
+    "Streamed | Error | Disconnect | Stall | Raw | Silent | Callable[[dict[str, Any]], Response]"
+)
 
 
 @dataclass(frozen=True)
@@ -102,13 +130,27 @@ def text(
     finish: str = "stop",
     delay: float = 0.0,
     usage: dict[str, Any] | None = None,
+    comment: str | None = None,
+    null_fields: bool = False,
 ) -> Streamed:
     """Stream an assistant message: role chunk, reasoning deltas, one delta per text chunk."""
     # Like OpenAI, the first chunk only announces the role (with empty content).
     deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
     deltas += [{reasoning_field: r} for r in reasoning]
     deltas += [{"content": c} for c in chunks]
-    return Streamed(tuple(deltas), finish, delay, usage)
+    return Streamed(tuple(deltas), finish, delay, usage, comment, null_fields)
+
+
+TOOL_CALL_STYLES = (
+    "openai",
+    "repeated",
+    "grown",
+    "whole",
+    "interleaved",
+    "no-index",
+    "index-zero",
+    "empty-name",
+)
 
 
 def tool_calls(
@@ -118,27 +160,89 @@ def tool_calls(
     split: int = 3,
     delay: float = 0.0,
     usage: dict[str, Any] | None = None,
+    style: str = "openai",
+    comment: str | None = None,
+    null_fields: bool = False,
 ) -> Streamed:
-    """Stream tool calls the way OpenAI does: a header delta per call, then argument fragments."""
+    """Stream tool calls in one server's shape (``style``):
+
+    - ``openai``: a header delta per call (id, type, name), then argument fragments;
+    - ``repeated``: llama-cpp-python: id, type and the full name in every delta, mirrored in
+      a legacy ``function_call``, a final empty argument piece and a trailing space;
+    - ``grown``: llama.cpp: the name re-sent in full each time it grows;
+    - ``whole``: Ollama: each call complete in one delta;
+    - ``interleaved``: the argument fragments of all calls alternate, keyed by ``index``;
+    - ``no-index``: no ``index`` field at all (a new id starts a new call; Ollama before
+      0.4.7, ollama/ollama#7881);
+    - ``index-zero``: every call has index 0 and its own id (ollama/ollama#15457);
+    - ``empty-name``: ``"name": ""`` beside every argument piece (LM Studio,
+      lmstudio-ai/lmstudio-bug-tracker#649).
+    """
+    assert style in TOOL_CALL_STYLES, style
     deltas: list[dict[str, Any]] = []
     if text:
         deltas += [{"role": "assistant", "content": ""}, {"content": text}]
+    headers, pieces = [], []
     for index, call in enumerate(calls):
         args = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
-        header = {
-            "index": index,
-            "id": call.id or f"call_fake{next(_call_ids):04d}",
-            "type": "function",
-            "function": {"name": call.name, "arguments": ""},
-        }
+        call_id = call.id or f"call_fake{next(_call_ids):04d}"
+        frags = _fragments(args, split)
+        headers.append((index, call_id, call.name, args))
+        pieces.append(frags)
+        if style == "interleaved":
+            continue
         # OpenAI folds the role into the first tool-call chunk when there is no text.
         first = {"role": "assistant", "content": None} if not deltas else {}
-        deltas.append({**first, "tool_calls": [header]})
-        deltas += [
-            {"tool_calls": [{"index": index, "function": {"arguments": frag}}]}
-            for frag in _fragments(args, split)
-        ]
-    return Streamed(tuple(deltas), finish, delay, usage)
+        if style == "whole":
+            part = {"index": index, "id": call_id, "type": "function"}
+            part["function"] = {"name": call.name, "arguments": args}
+            deltas.append({**first, "tool_calls": [part]})
+        elif style == "repeated":
+            for frag in [*frags[:-1], frags[-1] + " " if frags else " ", ""]:
+                function = {"name": call.name, "arguments": frag}
+                part = {"index": index, "id": call_id, "type": "function", "function": function}
+                deltas.append({**first, "function_call": function, "tool_calls": [part]})
+                first = {}
+        elif style == "grown":
+            for size in range(1, len(call.name) + 1, max(1, len(call.name) // 3)):
+                part = {"index": index, "function": {"name": call.name[:size]}}
+                if size == 1:
+                    part |= {"id": call_id, "type": "function"}
+                deltas.append({**first, "tool_calls": [part]})
+                first = {}
+            deltas.append({"tool_calls": [{"index": index, "function": {"name": call.name}}]})
+            deltas += [
+                {"tool_calls": [{"index": index, "function": {"arguments": frag}}]}
+                for frag in frags
+            ]
+        else:
+            header = {"index": index, "id": call_id, "type": "function"}
+            header["function"] = {"name": call.name, "arguments": ""}
+            if style == "no-index":
+                del header["index"]
+            if style == "index-zero":
+                header["index"] = 0
+            deltas.append({**first, "tool_calls": [header]})
+            for frag in frags:
+                part: dict[str, Any] = {"index": index, "function": {"arguments": frag}}
+                if style == "no-index":
+                    del part["index"]
+                if style == "index-zero":
+                    part["index"] = 0
+                if style == "empty-name":
+                    part["function"]["name"] = ""
+                deltas.append({"tool_calls": [part]})
+    if style == "interleaved":
+        for index, call_id, name, _ in headers:
+            function = {"name": name, "arguments": ""}
+            part = {"index": index, "id": call_id, "type": "function", "function": function}
+            deltas.append({"tool_calls": [part]})
+        for round_ in range(max((len(p) for p in pieces), default=0)):
+            for index, frags in enumerate(pieces):
+                if round_ < len(frags):
+                    part = {"index": index, "function": {"arguments": frags[round_]}}
+                    deltas.append({"tool_calls": [part]})
+    return Streamed(tuple(deltas), finish, delay, usage, comment, null_fields)
 
 
 def _fragments(s: str, n: int) -> list[str]:
@@ -178,6 +282,21 @@ def stall(first: Streamed | None = None) -> Stall:
     return Stall(first)
 
 
+def raw(body: bytes | str, status: int = 200, content_type: str | None = None) -> Raw:
+    data = body.encode() if isinstance(body, str) else body
+    return Raw(data, status, content_type or "text/event-stream; charset=utf-8")
+
+
+def silent() -> Silent:
+    return Silent()
+
+
+def sse(*events: dict[str, Any] | str) -> bytes:
+    """An SSE body: dicts become ``data:`` events, strings are sent as they are."""
+    parts = [e if isinstance(e, str) else f"data: {json.dumps(e)}\n\n" for e in events]
+    return "".join(parts).encode()
+
+
 # --------------------------------------------------------------------------- server
 
 
@@ -211,6 +330,11 @@ class FakeOpenAI:
         self._closing = threading.Event()
         self.client_gone = threading.Event()
         self.disconnects = 0
+        # Validate requests like llama-cpp-python: an assistant message's content must be a
+        # string (null is a 500 with a pydantic dump), and the body must be valid UTF-8 JSON.
+        self.strict = False
+        self.models_body: bytes | None = None  # GET /v1/models answer; None: two fake models
+        self.props: dict[str, Any] | None = None  # llama-server's GET /props; None: 404
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self._server.daemon_threads = True
         self._server.fake = self  # type: ignore[attr-defined]
@@ -321,7 +445,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self.fake._record(self._recorded(None), chat=False)
-        if self.path.rstrip("/") == "/v1/models":
+        if self.path.rstrip("/") == "/v1/models" and self.fake.models_body is not None:
+            self._raw(Raw(self.fake.models_body, 200, "application/json"))
+        elif self.path.rstrip("/") == "/props" and self.fake.props is not None:
+            self._json(200, self.fake.props)
+        elif self.path.rstrip("/") == "/v1/models":
             models = [
                 {"id": m, "object": "model", "created": 0, "owned_by": "fake"}
                 for m in ("fake-model", "fake-model-mini")
@@ -348,6 +476,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.fake._record(self._recorded(body), chat=False)
             return self._send_error(error(400, "fake: streaming is required (stream: true)"))
         response = self.fake._record(self._recorded(body), chat=True)
+        if self.fake.strict and (problem := _strict_problem(raw, body)):
+            response = error(500, problem, type="internal_server_error")
         try:
             while callable(response):
                 response = response(body)
@@ -373,13 +503,17 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(response, Error):
             return self._send_error(response)
         if isinstance(response, Streamed):
-            return self._stream(_events(response, body), response.delay)
+            return self._stream(_events(response, body), response.delay, comment=response.comment)
         if isinstance(response, Disconnect):
             events = _events(response.after, body)[: response.chunks]
             self._stream(events, response.after.delay, end=False)
             # Drop the connection mid-body: no terminating chunk, so the client errors.
             _shutdown(self.connection)
             return None
+        if isinstance(response, Raw):
+            return self._raw(response)
+        if isinstance(response, Silent):
+            return self._wait_for_hangup()
         if isinstance(response, Stall):
             first = response.first
             events = _events(first, body)[: len(first.deltas)] if first else []
@@ -387,7 +521,19 @@ class _Handler(BaseHTTPRequestHandler):
             return self._wait_for_hangup()
         raise TypeError(f"fake: not a response: {response!r}")
 
-    def _stream(self, events: list[str], delay: float, end: bool = True) -> None:
+    def _raw(self, response: Raw) -> None:
+        self.send_response(response.status)
+        self.send_header("Content-Type", response.content_type)
+        self.send_header("Content-Length", str(len(response.body)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        with contextlib.suppress(OSError):
+            self.wfile.write(response.body)
+        self.close_connection = True
+
+    def _stream(
+        self, events: list[str], delay: float, end: bool = True, comment: str | None = None
+    ) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
         self.send_header("Cache-Control", "no-cache")
@@ -398,6 +544,8 @@ class _Handler(BaseHTTPRequestHandler):
         for i, data in enumerate(events):
             if i and delay:
                 time.sleep(delay)
+            if comment:
+                self._chunk(f": {comment}\n\n".encode())
             self._chunk(f"data: {data}\n\n".encode())
         if end:
             self._chunk(b"")  # zero-length chunk terminates the body
@@ -447,6 +595,22 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
 
 
+def _strict_problem(raw: bytes, body: dict[str, Any]) -> str | None:
+    try:
+        raw.decode("utf-8")
+        json.dumps(body).encode("utf-8")
+    except UnicodeError as exc:
+        return f"fake strict: request is not valid UTF-8 JSON: {exc}"
+    for i, message in enumerate(body.get("messages") or ()):
+        if message.get("role") == "assistant" and not isinstance(message.get("content"), str):
+            return (
+                f"1 validation error:\n  {{'type': 'string_type', 'loc': ('body', 'messages', {i},"
+                f" 'ChatCompletionRequestAssistantMessage', 'content'), 'msg': 'Input should be "
+                "a valid string'}"
+            )
+    return None
+
+
 def _events(resp: Streamed, body: dict[str, Any]) -> list[str]:
     """SSE data payloads for a stream, exactly as OpenAI would send them for ``body``."""
     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
@@ -460,7 +624,12 @@ def _events(resp: Streamed, body: dict[str, Any]) -> list[str]:
     extra = {"usage": None} if include_usage else {}
 
     def chunk(delta: dict[str, Any], finish: str | None) -> str:
+        if resp.null_fields:
+            nulls = {"role": None, "content": None, "function_call": None, "tool_calls": None}
+            delta = {**nulls, **delta}
         choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        if resp.null_fields:
+            choice["logprobs"] = None
         return json.dumps({**base, "choices": [choice], **extra})
 
     events = [chunk(d, None) for d in resp.deltas]

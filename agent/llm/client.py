@@ -1,0 +1,210 @@
+"""One streamed chat-completions request → a flat stream of events.
+
+Any OpenAI-compatible server works through the `openai` package (auth, base URL, retries of
+429/5xx/connection errors, error classes). The package is heavy (about half a second to
+import), so it is imported on first use, in a worker thread, never before the editor's first
+answer. The answer is read as raw server-sent events (`sse.StreamReader`), not as the SDK's
+pydantic chunks. Whatever fails becomes an `LLMError` whose message a user can act on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+
+from agent.config import Settings
+from agent.llm import errors
+from agent.llm.events import LLMError, LLMEvent
+from agent.llm.sse import StreamReader
+from agent.llm.text import clean_in_place
+
+log = logging.getLogger("heron.llm")
+
+# Optional request fields a server may reject (400/422 naming them): dropped and remembered
+# per endpoint, so only the first request to such a server pays for the retry.
+OPTIONAL_FIELDS = ("stream_options", "max_tokens", "reasoning_effort")
+_rejected: dict[str, set[str]] = {}
+
+_client: Any = None
+_client_key: tuple[Any, ...] | None = None
+
+
+async def get_client(settings: Settings) -> Any:
+    """The shared AsyncOpenAI client, created (and openai imported) off the event loop."""
+    global _client, _client_key
+    key = (settings.api_key, settings.base_url, settings.request_timeout, settings.max_retries)
+    if _client is None or _client_key != key:
+        _client = await anyio.to_thread.run_sync(_make_client, settings)
+        _client_key = key
+    return _client
+
+
+def prewarm() -> None:
+    """Import openai now (call from a worker thread) so the first prompt does not wait."""
+    import openai  # noqa: F401
+
+
+def _make_client(settings: Settings) -> Any:
+    import openai
+
+    return openai.AsyncOpenAI(
+        # Local servers (Ollama, llama.cpp, vLLM) need no key, but the client insists on one.
+        api_key=settings.api_key or "not-needed",
+        base_url=settings.base_url,
+        timeout=settings.request_timeout,
+        max_retries=settings.max_retries,
+    )
+
+
+def request_body(
+    settings: Settings, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """What goes to the server besides `model` and `stream`; optional fields only when wanted."""
+    body: dict[str, Any] = {"messages": messages}
+    if tools:
+        body["tools"] = tools
+    # Usage lets the session see how full the context is; servers that reject it lose nothing.
+    body["stream_options"] = {"include_usage": True}
+    if settings.max_tokens:
+        body["max_tokens"] = settings.max_tokens
+    if settings.reasoning_effort:
+        body["reasoning_effort"] = settings.reasoning_effort
+    for name in _rejected.get(errors.where(settings), ()):
+        body.pop(name, None)
+    return body
+
+
+def _serializable(body: dict[str, Any]) -> str:
+    """The body as JSON text; text that cannot be encoded (lone surrogates) is repaired in
+    place, so one bad string does not make every later request of the session fail."""
+    text = json.dumps(body, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        log.warning("repairing text that cannot be encoded in the request to the model")
+        clean_in_place(body["messages"])
+        text = json.dumps(body, ensure_ascii=False)
+    return text
+
+
+async def stream_chat(
+    settings: Settings, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+) -> AsyncIterator[LLMEvent]:
+    client = await get_client(settings)
+    import openai
+
+    # Whatever happens before the first event, retries included, fits in request_timeout.
+    deadline = anyio.current_time() + settings.request_timeout
+    attempts = 0
+    while True:
+        attempts += 1
+        body = request_body(settings, messages, tools)
+        text = _serializable(body)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("request to %s: %s", errors.where(settings), text)
+        # Messages travel in `extra_body`, sent as it is: the client would otherwise walk
+        # every message through its TypedDicts, most of Heron's CPU per request.
+        opener = client.chat.completions.with_streaming_response.create(
+            model=settings.model, messages=[], stream=True, extra_body=body
+        )
+        reader = StreamReader()
+        response = None
+        yielded = False
+        try:
+            with anyio.move_on_after(max(deadline - anyio.current_time(), 0)):
+                response = await opener.__aenter__()
+            if response is None:
+                raise errors.timeout_error(settings)
+            http = response.http_response
+            log.debug("response: HTTP %s %s", http.status_code, http.headers.get("content-type"))
+            lines = response.iter_lines().__aiter__()
+            answered = False  # any line, even a `: ping` comment, shows the server is working
+            while True:
+                if not answered:
+                    line = _END
+                    with anyio.move_on_after(max(deadline - anyio.current_time(), 0)):
+                        line = await anext(lines, None)
+                    if line is _END:
+                        raise errors.timeout_error(settings)
+                    answered = True
+                else:
+                    line = await anext(lines, None)
+                if line is None:
+                    break
+                for event in reader.feed(line):
+                    yielded = True
+                    yield event
+            for event in reader.finish():
+                yield event
+            return
+        except openai.APIStatusError as exc:
+            body_text = _error_body(exc)
+            log.debug("response: HTTP %s %s", exc.status_code, body_text)
+            if exc.status_code in (400, 422) and _drop_rejected(settings, body, body_text):
+                continue
+            raise errors.status_error(exc.status_code, body_text, settings) from exc
+        except openai.APITimeoutError as exc:
+            raise errors.timeout_error(settings) from exc
+        except openai.APIConnectionError as exc:
+            raise errors.unreachable_error(exc.__cause__ or exc, settings) from exc
+        except _transport_errors() as exc:
+            # The client has already retried failures to open the stream; one that broke off
+            # before saying anything is retried here, while there is time left. After
+            # output, a retry would repeat it.
+            if "Timeout" in type(exc).__name__:
+                raise errors.timeout_error(settings) from exc
+            time_left = deadline - anyio.current_time()
+            if not yielded and attempts <= settings.max_retries and time_left > 1:
+                log.warning("model stream failed before any output (%s); retrying", exc)
+                await anyio.sleep(min(0.5 * 2 ** (attempts - 1), 8, time_left / 2))
+                continue
+            if yielded:
+                raise LLMError(
+                    f"The model's answer broke off mid-stream: {errors.trim(str(exc))}. Try again."
+                ) from exc
+            raise errors.unreachable_error(exc, settings) from exc
+        finally:
+            if response is not None:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(2):
+                    await opener.__aexit__(None, None, None)
+
+
+_END: Any = object()
+
+
+def _error_body(exc: Any) -> Any:
+    body = getattr(exc, "body", None)
+    if body is not None:
+        return body
+    try:
+        return exc.response.text
+    except Exception:  # a streamed error body that was never read
+        return str(getattr(exc, "message", exc))
+
+
+def _drop_rejected(settings: Settings, body: dict[str, Any], error_body: Any) -> bool:
+    """Drop the optional fields the server's error names; True if any was dropped."""
+    text = error_body if isinstance(error_body, str) else json.dumps(error_body)
+    named = {name for name in OPTIONAL_FIELDS if name in body and name in text}
+    if not named:
+        return False
+    log.warning("the model server rejected %s; sending without it", ", ".join(sorted(named)))
+    _rejected.setdefault(errors.where(settings), set()).update(named)
+    return True
+
+
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    # Errors raised while reading an already-open stream (a dropped connection).
+    import openai
+
+    errors_: list[type[BaseException]] = [openai.APIError]
+    try:
+        import httpx2 as httpx  # the transport of openai 3.x
+    except ImportError:  # pragma: no cover - older openai releases use httpx
+        import httpx  # type: ignore[no-redef]
+    errors_.append(httpx.TransportError)
+    return tuple(errors_)

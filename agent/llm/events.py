@@ -1,0 +1,51 @@
+"""What one streamed model request yields, and how it fails."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class TextDelta:
+    text: str
+
+
+@dataclass
+class ThoughtDelta:
+    text: str
+
+
+@dataclass
+class ToolCallNamed:
+    """A tool call's name is known; its arguments are still streaming."""
+
+    index: int
+    call_id: str
+    name: str
+
+
+@dataclass
+class RawToolCall:
+    index: int
+    call_id: str
+    name: str
+    arguments: str  # JSON text as the model wrote it; may be invalid
+
+
+@dataclass
+class Finished:
+    finish_reason: str | None
+    tool_calls: list[RawToolCall] = field(default_factory=list)
+    usage: dict[str, Any] | None = None
+
+
+LLMEvent = TextDelta | ThoughtDelta | ToolCallNamed | Finished
+
+
+class LLMError(Exception):
+    """The model could not be reached or refused the request; the message says why."""
+
+
+class ContextTooLong(LLMError):
+    """The request does not fit the model's context window (the server said so)."""

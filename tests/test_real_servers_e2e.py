@@ -1,0 +1,102 @@
+"""Replays of what real OpenAI-compatible servers sent (tests/data/real-servers/README.md).
+
+The scripted fake serves the captured bytes unchanged, so Heron meets each server's exact wire
+format: llama-cpp-python's repeated tool-call names and `: ping` comments, llama-server's usage
+chunk with `choices: []` and `timings`, and their error bodies.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from acp_client import RpcError
+from fake_openai import Raw, text
+
+CAPTURES = Path(__file__).parent / "data" / "real-servers"
+LLAMA_CPP_PYTHON = CAPTURES / "llama-cpp-python-0.3.36"
+LLAMA_SERVER = CAPTURES / "llama-server-0c1e570"
+
+
+def replay(path: Path, status: int = 200) -> Raw:
+    """The captured answer: `.sse` files as an event stream, `.json` files as an error body."""
+    if path.suffix == ".sse":
+        return Raw(path.read_bytes(), status, "text/event-stream; charset=utf-8")
+    status = int(path.name.split("-")[1]) if path.name.startswith("error-") else status
+    return Raw(path.read_bytes(), status, "application/json")
+
+
+def chunks(updates, kind="agent_message_chunk"):
+    return [u["content"]["text"] for u in updates if u["sessionUpdate"] == kind]
+
+
+def test_llama_cpp_python_tool_call_runs_and_the_follow_up_is_accepted(heron, fake_llm, workspace):
+    fake_llm.strict = True  # like llama-cpp-python: null assistant content is a 500
+    fake_llm.script(replay(LLAMA_CPP_PYTHON / "tool-call-stream.sse"), text("listed"))
+    client = heron()
+    turn = client.prompt(client.new_session(workspace), "list files")
+    assert turn["stopReason"] == "end_turn", turn
+    start = next(u for u in turn["updates"] if u["sessionUpdate"] == "tool_call")
+    assert start["title"] == "list_directory"
+    follow_up = fake_llm.requests[1].body["messages"]
+    assistant = next(m for m in follow_up if m["role"] == "assistant")
+    assert assistant["content"] == ""
+    function = assistant["tool_calls"][0]["function"]
+    assert function["name"] == "list_directory"  # not list_directorylist_directory…
+    assert json.loads(function["arguments"]) == {
+        "path": "./user/p5_forced-1/directory/p5-forced-1.py"
+    }
+    tool_result = next(m for m in follow_up if m["role"] == "tool")["content"]
+    assert "Unknown tool" not in tool_result
+    assert chunks(turn["updates"]) == ["listed"]
+
+
+def test_llama_server_text_stream_with_usage_chunk(heron, fake_llm, workspace):
+    fake_llm.script(replay(LLAMA_SERVER / "text-stream-with-usage.sse"))
+    client = heron()
+    turn = client.prompt(client.new_session(workspace), "who are you")
+    assert "".join(chunks(turn["updates"])).startswith("You are Heron,")
+    assert turn["stopReason"] == "max_tokens"  # the capture ends with finish_reason "length"
+
+
+@pytest.mark.parametrize(
+    "capture",
+    [
+        LLAMA_CPP_PYTHON / "error-400-context-length-nonstream.json",
+        LLAMA_SERVER / "error-400-context-size.json",
+    ],
+)
+def test_context_size_errors_of_real_servers(heron, fake_llm, workspace, capture):
+    fake_llm.script(replay(capture))
+    client = heron()
+    with pytest.raises(RpcError) as err:
+        client.prompt(client.new_session(workspace), "a long prompt")
+    assert "no longer fits the model's context window" in err.value.message
+    assert "8192" in err.value.message
+
+
+def test_llama_cpp_python_empty_200_stream_names_the_likely_cause(heron, fake_llm, workspace):
+    # Over its context size with stream: true, llama-cpp-python answers 200 and sends nothing.
+    fake_llm.script(Raw(b"", 200, "text/event-stream; charset=utf-8"))
+    client = heron()
+    with pytest.raises(RpcError) as err:
+        client.prompt(client.new_session(workspace), "a long prompt")
+    assert "context size" in err.value.message
+
+
+def test_a_pydantic_dump_500_is_trimmed_to_the_servers_message(heron, fake_llm, workspace):
+    fake_llm.script(*[replay(LLAMA_CPP_PYTHON / "error-500-assistant-content-null.json")] * 5)
+    client = heron("--config", str(_no_retries(workspace)))
+    with pytest.raises(RpcError) as err:
+        client.prompt(client.new_session(workspace), "hi")
+    message = err.value.message
+    assert "HTTP 500" in message and "validation errors" in message
+    assert len(message) < 400
+    assert "/models/server/lib" not in message and "site-packages" not in message
+
+
+def _no_retries(workspace: str) -> Path:
+    config = Path(workspace).parent / "no-retries.toml"
+    config.write_text("max_retries = 0\n")
+    return config
