@@ -22,6 +22,7 @@ ENV_VARS = {
     "HERON_LOG_LEVEL": "log_level",
     "HERON_LOG_FILE": "log_file",
     "HERON_MAX_TURN_REQUESTS": "max_turn_requests",
+    "HERON_MCP_STARTUP_TIMEOUT": "mcp_startup_timeout",
 }
 
 
@@ -39,6 +40,7 @@ class Settings:
     request_timeout: float = 120.0  # seconds without a byte from the model before giving up
     max_retries: int = 3  # transient model errors (429, 5xx, resets) are retried this often
     max_tool_output_chars: int = 30_000  # what the model reads of one tool result
+    mcp_startup_timeout: float = 10.0  # seconds a prompt waits for MCP servers still starting
     log_level: str = "warning"
     log_file: str | None = None
     config_file: str | None = None  # the file the settings were read from, if any
@@ -91,6 +93,7 @@ _NUMBERS: dict[str, type] = {
     "request_timeout": float,
     "max_retries": int,
     "max_tool_output_chars": int,
+    "mcp_startup_timeout": float,
 }
 
 
@@ -106,4 +109,6 @@ def _build(values: dict[str, Any]) -> Settings:
         raise ConfigError(f"mode must be one of {', '.join(MODES)}, got {settings.mode!r}")
     if settings.max_turn_requests < 1:
         raise ConfigError("max_turn_requests must be at least 1")
+    if not settings.mcp_startup_timeout > 0:
+        raise ConfigError("mcp_startup_timeout must be a positive number of seconds")
     return settings

@@ -23,7 +23,7 @@ def initialize_result() -> dict[str, Any]:
         "agentCapabilities": {
             "loadSession": False,
             "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
-            "mcpCapabilities": {"http": False, "sse": False},
+            "mcpCapabilities": {"http": True, "sse": True},
             "sessionCapabilities": {},
         },
         "authMethods": [],
