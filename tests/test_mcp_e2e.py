@@ -41,6 +41,11 @@ def stdio(markers: Path, name: str = "tools", **env: str) -> dict[str, Any]:
     }
 
 
+def agent(heron: Any, *args: str, env: dict[str, str] | None = None) -> Any:
+    """heron, with room for servers that start slowly on a loaded test machine."""
+    return heron(*args, env={"HERON_MCP_STARTUP_TIMEOUT": "30", **(env or {})})
+
+
 def content_texts(update: dict[str, Any]) -> list[str]:
     return [
         c["content"].get("text", "")
@@ -111,7 +116,7 @@ def test_stdio_tools_are_listed_to_the_model_with_names_and_schemas(
     heron, fake_llm, workspace, markers
 ):
     fake_llm.script(text("hello"))
-    client = heron()
+    client = agent(heron)
     sid = client.new_session(workspace, [stdio(markers)])
     turn = client.prompt(sid, "hi")
     assert turn["stopReason"] == "end_turn"
@@ -130,7 +135,7 @@ def test_stdio_tools_are_listed_to_the_model_with_names_and_schemas(
 
 def test_server_names_are_sanitized_to_openai_function_names(heron, fake_llm, workspace, markers):
     fake_llm.script(text("hello"))
-    client = heron()
+    client = agent(heron)
     sid = client.new_session(workspace, [stdio(markers, name="my server/ü")])
     client.prompt(sid, "hi")
     names = tool_names(fake_llm.requests[0])
@@ -142,7 +147,7 @@ def test_unusable_entries_are_skipped_and_the_session_still_works(
     heron, fake_llm, workspace, markers
 ):
     fake_llm.script(text("hello"))
-    client = heron()
+    client = agent(heron)
     entries = [
         {"name": "nocommand", "args": [], "env": []},
         {"type": "http", "name": "badurl", "url": "ftp://x", "headers": []},
@@ -163,7 +168,7 @@ def test_read_only_tool_runs_unasked_with_raw_input_and_text_result(
     heron, fake_llm, workspace, markers
 ):
     fake_llm.script(tool_calls(Call("mcp__tools__echo", {"text": "hi"}, id="c1")), text("done"))
-    client = heron(*ASK)
+    client = agent(heron, *ASK)
     sid = client.new_session(workspace, [stdio(markers)])
     turn = client.prompt(sid, "go")
     assert turn["stopReason"] == "end_turn"
@@ -184,7 +189,7 @@ def test_a_changing_tool_asks_and_allow_always_covers_that_tool(
     note = Call("mcp__tools__write_note", {"note": "one"}, id="n1")
     note2 = Call("mcp__tools__write_note", {"note": "two"}, id="n2")
     fake_llm.script(tool_calls(note), text("ok"), tool_calls(note2), text("ok"))
-    client = heron(*ASK)
+    client = agent(heron, *ASK)
     client.permission = "allow_always"
     sid = client.new_session(workspace, [stdio(markers)])
     client.prompt(sid, "go")
@@ -202,7 +207,7 @@ def test_a_changing_tool_asks_and_allow_always_covers_that_tool(
 
 def test_a_rejected_call_does_not_reach_the_server(heron, fake_llm, workspace, markers):
     fake_llm.script(tool_calls(Call("mcp__tools__write_note", {"note": "no"}, id="n1")), text("ok"))
-    client = heron(*("--mode", "accept-edits"))
+    client = agent(heron, *("--mode", "accept-edits"))
     client.permission = "reject_once"
     sid = client.new_session(workspace, [stdio(markers)])
     turn = client.prompt(sid, "go")
@@ -213,7 +218,7 @@ def test_a_rejected_call_does_not_reach_the_server(heron, fake_llm, workspace, m
 
 def test_image_result_is_shown_as_image_content(heron, fake_llm, workspace, markers):
     fake_llm.script(tool_calls(Call("mcp__tools__picture", {}, id="p1")), text("ok"))
-    client = heron(*FULL)
+    client = agent(heron, *FULL)
     sid = client.new_session(workspace, [stdio(markers)])
     turn = client.prompt(sid, "go")
     end = last(turn["updates"], "p1")
@@ -229,7 +234,7 @@ def test_is_error_result_is_a_failed_call_with_the_reason(heron, fake_llm, works
     fake_llm.script(
         tool_calls(Call("mcp__tools__refuse", {"reason": "no disk"}, id="r1")), text("ok")
     )
-    client = heron(*FULL)
+    client = agent(heron, *FULL)
     sid = client.new_session(workspace, [stdio(markers)])
     turn = client.prompt(sid, "go")
     assert statuses(turn["updates"], "r1") == ["pending", "in_progress", "failed"]
@@ -240,7 +245,7 @@ def test_is_error_result_is_a_failed_call_with_the_reason(heron, fake_llm, works
 
 def test_invalid_arguments_are_reported_by_the_server(heron, fake_llm, workspace, markers):
     fake_llm.script(tool_calls(Call("mcp__tools__echo", {"txt": 1}, id="e1")), text("ok"))
-    client = heron(*FULL)
+    client = agent(heron, *FULL)
     sid = client.new_session(workspace, [stdio(markers)])
     turn = client.prompt(sid, "go")
     assert statuses(turn["updates"], "e1")[-1] == "failed"
@@ -254,7 +259,7 @@ def test_a_server_that_fails_to_start_is_reported_once_and_the_session_works(
     heron, fake_llm, workspace, markers
 ):
     fake_llm.script(text("one"), text("two"))
-    client = heron()
+    client = agent(heron)
     sid = client.new_session(
         workspace, [stdio(markers, name="broken", CRASH_ON_START="1"), stdio(markers)]
     )
@@ -277,7 +282,7 @@ def test_a_server_that_fails_to_start_is_reported_once_and_the_session_works(
 
 def test_a_missing_command_is_reported(heron, fake_llm, workspace):
     fake_llm.script(text("one"))
-    client = heron()
+    client = agent(heron)
     entry = {"name": "ghost", "command": "/nonexistent/mcp-server", "args": [], "env": []}
     sid = client.new_session(workspace, [entry])
     turn = client.prompt(sid, "hi")
@@ -296,7 +301,7 @@ def test_a_crash_mid_call_fails_the_call_and_the_server_restarts_on_next_use(
         tool_calls(Call("mcp__tools__echo", {"text": "back"}, id="x2")),
         text("ok"),
     )
-    client = heron(*FULL)
+    client = agent(heron, *FULL)
     sid = client.new_session(workspace, [stdio(markers)])
     turn = client.prompt(sid, "go")
     assert turn["stopReason"] == "end_turn"
@@ -311,7 +316,7 @@ def test_a_crash_mid_call_fails_the_call_and_the_server_restarts_on_next_use(
 
 def test_cancel_during_a_call_stops_it_on_the_server(heron, fake_llm, workspace, markers):
     fake_llm.script(tool_calls(Call("mcp__tools__hang", {}, id="h1")))
-    client = heron(*FULL)
+    client = agent(heron, *FULL)
     sid = client.new_session(workspace, [stdio(markers)])
     pending = client.prompt_async(sid, "go")
     client.wait_for_update(lambda u: u.get("status") == "in_progress", 20)
@@ -331,7 +336,7 @@ def test_list_changed_refreshes_the_tools_before_the_next_request(
         tool_calls(Call("mcp__tools__fresh", {}, id="f1")),
         text("ok"),
     )
-    client = heron(*FULL)
+    client = agent(heron, *FULL)
     sid = client.new_session(workspace, [stdio(markers)])
     turn = client.prompt(sid, "go")
     assert turn["stopReason"] == "end_turn"
@@ -349,7 +354,7 @@ def test_list_changed_refreshes_the_tools_before_the_next_request(
 def test_http_transports(heron, fake_llm, workspace, http_server, transport, kind, path):
     base = http_server(transport)
     fake_llm.script(tool_calls(Call("mcp__web__echo", {"text": "net"}, id="w1")), text("ok"))
-    client = heron(*FULL)
+    client = agent(heron, *FULL)
     caps = client.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
     assert caps["agentCapabilities"]["mcpCapabilities"] == {"http": True, "sse": True}
     entry = {
@@ -371,26 +376,29 @@ def test_a_server_that_never_answers_delays_neither_session_new_nor_the_prompt_m
     heron, fake_llm, workspace, markers
 ):
     # `sleep` never speaks MCP: session/new answers anyway, the prompt waits for it at most
-    # mcp_startup_timeout, then runs without it and says why.
+    # mcp_startup_timeout, then runs without it and says so; closing stdin stops it.
     fake_llm.script(text("hello"))
-    client = heron(env={"HERON_MCP_STARTUP_TIMEOUT": "1"})
+    client = agent(heron, env={"HERON_MCP_STARTUP_TIMEOUT": "3"})
     seconds = f"61.{random.randrange(10**7, 10**8)}"
     mute = {"name": "mute", "command": "sleep", "args": [seconds], "env": []}
     sid = client.new_session(workspace, [mute, stdio(markers)])
-    turn = client.prompt(sid, "hi", timeout=15)
+    turn = client.prompt(sid, "hi", timeout=20)
     assert turn["stopReason"] == "end_turn"
     said = "".join(
         u["content"]["text"] for u in turn["updates"] if u["sessionUpdate"] == "agent_message_chunk"
     )
-    assert "mute" in said
-    assert "did not start within 1 s" in said
-    assert not [n for n in tool_names(fake_llm.requests[0]) if n.startswith("mcp__mute")]
+    assert "'mute' is still starting after 3 s" in said
+    names = tool_names(fake_llm.requests[0])
+    assert not [n for n in names if n.startswith("mcp__mute")]
+    assert survivors(f"sleep {seconds}")
+    client.close_stdin()
+    assert client.wait_exit(5) == 0
     wait_until(lambda: not survivors(f"sleep {seconds}"), 5, "the mute server stopped")
 
 
 def test_no_orphans_after_stdin_closes(heron, fake_llm, workspace, markers):
     fake_llm.script(text("hi"))
-    client = heron()
+    client = agent(heron)
     sid = client.new_session(workspace, [stdio(markers, name="a"), stdio(markers, name="b")])
     client.prompt(sid, "hi")
     pids = server_pids(markers)

@@ -40,6 +40,7 @@ sdk_stdio.FORCE_KILL_TIMEOUT = 0.5
 
 MAX_RESTARTS = 3  # a crashed server comes back on next use at most this often
 STDERR_LINES = 12  # what a failure report quotes of the server's stderr
+START_LIMIT = 60.0  # seconds a server may take to start before it is given up on
 RELIST_TIMEOUT = 10.0  # seconds for tools/list after `tools/list_changed`
 
 
@@ -96,7 +97,10 @@ class McpConnection:
         self.config = config
         self.name = config.name
         self.cwd = cwd
-        self.startup_timeout = startup_timeout
+        self.startup_timeout = startup_timeout  # what a prompt or a call waits for a start
+        # A slow server (npx fetching a package) may keep starting after the prompt went on
+        # without it; it is only given up on after this long.
+        self.start_limit = max(START_LIMIT, startup_timeout)
         self.on_change = on_change  # (connection, failure report or None)
         self.state = "starting"
         self.tools: list[types.Tool] = []
@@ -148,9 +152,7 @@ class McpConnection:
         ready = False
         reason = ""
         try:
-            with anyio.CancelScope(
-                deadline=anyio.current_time() + self.startup_timeout
-            ) as self._scope:
+            with anyio.CancelScope(deadline=anyio.current_time() + self.start_limit) as self._scope:
                 async with AsyncExitStack() as stack:
                     read, write = await self._open_transport(stack)
                     read = await self._watch(stack, read)
@@ -173,7 +175,7 @@ class McpConnection:
                     log.info("MCP server %s ready: %d tools", self.name, len(self.tools))
                     await self._ended.wait()
             if self._scope.cancelled_caught and not ready and not self._closing:
-                reason = f"it did not start within {self.startup_timeout:g} s"
+                reason = f"it did not start within {self.start_limit:g} s"
         except Exception as exc:
             reason = _describe(exc)
         finally:

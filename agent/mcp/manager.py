@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("heron.mcp")
 
-SpawnFn = Callable[[Callable[[], Awaitable[Any]]], None]
+SETTLE = 0.05  # seconds between session/new and the SDK import
 
 
 class McpManager:
@@ -38,6 +38,7 @@ class McpManager:
         self._started = anyio.Event()  # the SDK is imported and every connection launched
         self._finished = anyio.Event()
         self._closing = False
+        self._waited = False  # the first model request waited for the servers to start
         self._tools: list[McpTool] = []
         self._tools_version = -1
 
@@ -45,6 +46,8 @@ class McpManager:
         spawn(self._run)
 
     async def _run(self) -> None:
+        # Let the answer to session/new go out before the import competes with it for the GIL.
+        await anyio.sleep(SETTLE)
         try:
             # Importing the SDK takes about a second: a worker thread keeps the loop answering.
             client = await anyio.to_thread.run_sync(importlib.import_module, "agent.mcp.client")
@@ -79,11 +82,25 @@ class McpManager:
             self._notices.append(failure)
 
     async def prepare(self) -> list[str]:
-        """Wait for servers still starting (bounded), refresh changed tool lists; the notices."""
-        with anyio.move_on_after(self.startup_timeout + 5):  # the import, then each start
-            await self._started.wait()
-            for connection in self.connections:
-                await connection.wait_started()
+        """Refresh changed tool lists; the first time, wait (bounded) for servers still starting.
+
+        Returns the notices for the user: failures, and servers the turn goes on without.
+        """
+        if not self._waited:
+            self._waited = True
+            with anyio.move_on_after(self.startup_timeout):
+                await self._started.wait()
+                for connection in self.connections:
+                    await connection.wait_started()
+            for config in self.configs:
+                starting = [c for c in self.connections if c.config is config]
+                if (not starting or starting[0].state == "starting") and (
+                    config.name not in self._reported
+                ):
+                    self._notices.append(
+                        f"MCP server {config.name!r} is still starting after "
+                        f"{self.startup_timeout:g} s; going on without it for now."
+                    )
         for connection in self.connections:
             if connection.tools_stale:
                 await connection.refresh_tools()
