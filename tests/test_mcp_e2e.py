@@ -399,7 +399,9 @@ def test_a_server_that_never_answers_delays_neither_session_new_nor_the_prompt_m
 def test_no_orphans_after_stdin_closes(heron, fake_llm, workspace, markers):
     fake_llm.script(text("hi"))
     client = agent(heron)
-    sid = client.new_session(workspace, [stdio(markers, name="a"), stdio(markers, name="b")])
+    seconds = f"62.{random.randrange(10**7, 10**8)}"
+    entries = [stdio(markers, name="a", SPAWN_CHILD=seconds), stdio(markers, name="b")]
+    sid = client.new_session(workspace, entries)
     client.prompt(sid, "hi")
     pids = server_pids(markers)
     assert len(pids) == 2
@@ -407,3 +409,4 @@ def test_no_orphans_after_stdin_closes(heron, fake_llm, workspace, markers):
     client.close_stdin()
     assert client.wait_exit(5) == 0
     wait_until(lambda: not any(alive(p) for p in pids), 3, "servers gone")
+    wait_until(lambda: not survivors(f"sleep {seconds}"), 3, "the server's child gone")

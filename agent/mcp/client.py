@@ -10,9 +10,11 @@ the task that started it.
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import math
 import os
+import signal
 import threading
 from collections.abc import Callable
 from contextlib import AsyncExitStack
@@ -37,6 +39,32 @@ log = logging.getLogger("heron.mcp")
 # promises to exit within about a second of its own stdin closing, so it waits less.
 sdk_stdio.PROCESS_TERMINATION_TIMEOUT = 0.5
 sdk_stdio.FORCE_KILL_TIMEOUT = 0.5
+
+# The SDK signals a stdio server's process group only when the server outlives the grace period;
+# a server that exits at once can leave children behind in its group. Noting each server's pid
+# (its group id: the SDK starts it in a new session) lets Heron clear the group afterwards.
+_spawned: dict[int, int] = {}  # id(errlog) → pid
+_sdk_spawn = getattr(sdk_stdio, "_create_platform_compatible_process", None)
+
+
+async def _spawn_and_note(
+    command: str, args: list[str], env: Any = None, errlog: Any = None, cwd: Any = None
+) -> Any:
+    assert _sdk_spawn is not None
+    process = await _sdk_spawn(command, args, env, errlog, cwd)
+    _spawned[id(errlog)] = process.pid
+    return process
+
+
+if _sdk_spawn is not None:  # a private SDK function: without it, the SDK's own shutdown only
+    sdk_stdio._create_platform_compatible_process = _spawn_and_note
+
+
+def _kill_group(pid: int) -> None:
+    if pid > 1:  # 0: never spawned; never anything that could name our own or init's group
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)
+
 
 MAX_RESTARTS = 3  # a crashed server comes back on next use at most this often
 STDERR_LINES = 12  # what a failure report quotes of the server's stderr
@@ -122,27 +150,33 @@ class McpConnection:
 
     async def run(self) -> None:
         try:
-            while not self._closing:
-                reason = await self._connect_once()
-                if self._closing:
-                    break
-                gone = not self._ever_ready or self.restarts >= MAX_RESTARTS
-                self.state = "dead" if gone else "down"
-                self.failure = reason
-                self._settled.set()
-                self._round_over.set()
-                self.on_change(self, reason)
-                if gone:
-                    break
-                await self._restart.wait()
-                self._restart = anyio.Event()
-                self.restarts += 1
+            await self._supervise()
+        except Exception:  # a bug here must cost this server, never the whole agent
+            log.exception("MCP server %s: supervisor failed", self.name)
+            self.state = "dead"
         finally:
             if self._closing:
                 self.state = "closed"
             self._settled.set()
             self._round_over.set()
             self._finished.set()
+
+    async def _supervise(self) -> None:
+        while not self._closing:
+            reason = await self._connect_once()
+            if self._closing:
+                break
+            gone = not self._ever_ready or self.restarts >= MAX_RESTARTS
+            self.state = "dead" if gone else "down"
+            self.failure = reason
+            self._settled.set()
+            self._round_over.set()
+            self.on_change(self, reason)
+            if gone:
+                break
+            await self._restart.wait()
+            self._restart = anyio.Event()
+            self.restarts += 1
 
     async def _connect_once(self) -> str:
         """Connect, list the tools, serve until the connection ends; returns what went wrong."""
@@ -197,16 +231,17 @@ class McpConnection:
     async def _open_transport(self, stack: AsyncExitStack) -> Any:
         config = self.config
         if isinstance(config, StdioServer):
-            self._stderr = StderrTail(self.name)
+            self._stderr = tail = StderrTail(self.name)
+            # Registered first, so it runs after the SDK's shutdown: no child of the server
+            # outlives it.
+            stack.callback(lambda: _kill_group(_spawned.pop(id(tail.writer), 0)))
             try:
                 params = StdioServerParameters(
                     command=config.command, args=config.args, env=config.env, cwd=self.cwd
                 )
-                return await stack.enter_async_context(
-                    stdio_client(params, errlog=self._stderr.writer)
-                )
+                return await stack.enter_async_context(stdio_client(params, errlog=tail.writer))
             finally:
-                self._stderr.close_writer()
+                tail.close_writer()
         assert isinstance(config, HttpServer)
         if config.transport == "sse":
             return await stack.enter_async_context(sse_client(config.url, headers=config.headers))

@@ -51,7 +51,7 @@ class McpManager:
         try:
             # Importing the SDK takes about a second: a worker thread keeps the loop answering.
             client = await anyio.to_thread.run_sync(importlib.import_module, "agent.mcp.client")
-        except ImportError as exc:
+        except Exception as exc:  # not installed, or an SDK this code does not fit
             log.warning("MCP servers ignored: the mcp package cannot be imported (%s)", exc)
             self._notices.append(f"MCP servers are unavailable: {exc}.")
             self._started.set()
@@ -71,6 +71,8 @@ class McpManager:
                     self.connections.append(connection)
                     tg.start_soon(connection.run)
                 self._started.set()
+        except Exception:  # a bug here must cost the MCP tools, never the whole agent
+            log.exception("MCP servers stopped")
         finally:
             self._started.set()
             self._finished.set()

@@ -2,12 +2,14 @@
 FastMCP). Run: `python tools_server.py [stdio | streamable-http PORT | sse PORT]`.
 
 Environment: MARKER_DIR (a directory where the server notes its pid and its cancelled calls),
-CRASH_ON_START=1 (write to stderr, exit before the handshake).
+CRASH_ON_START=1 (write to stderr, exit before the handshake), SPAWN_CHILD=SECONDS (start a
+`sleep SECONDS` child that outlives the server unless its process group is cleared).
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -79,6 +81,14 @@ async def grow(ctx: Context) -> str:
 
 def main() -> None:
     (MARKERS / f"pid-{os.getpid()}").write_text(str(os.getpid()))
+    if seconds := os.environ.get("SPAWN_CHILD"):
+        # A helper process in the server's group that does not watch our stdin.
+        subprocess.Popen(
+            ["sleep", seconds],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
     transport = sys.argv[1] if len(sys.argv) > 1 else "stdio"
     if transport == "stdio":
         server.run()
