@@ -24,6 +24,7 @@ ENV_VARS = {
     "HERON_LOG_FILE": "log_file",
     "HERON_MAX_TURN_REQUESTS": "max_turn_requests",
     "HERON_MAX_TOKENS": "max_tokens",
+    "HERON_MCP_STARTUP_TIMEOUT": "mcp_startup_timeout",
 }
 
 
@@ -45,6 +46,7 @@ class Settings:
     # would otherwise hold the turn until its context is full.
     max_tokens: int | None = None
     reasoning_effort: str | None = None  # sent only when set (low, medium, high)
+    mcp_startup_timeout: float = 10.0  # seconds a prompt waits for MCP servers still starting
     log_level: str = "warning"
     log_file: str | None = None
     config_file: str | None = None  # the file the settings were read from, if any
@@ -101,6 +103,7 @@ _NUMBERS: dict[str, type] = {
     "max_retries": int,
     "max_tool_output_chars": int,
     "max_tokens": int,
+    "mcp_startup_timeout": float,
 }
 
 
@@ -120,6 +123,8 @@ def _build(values: dict[str, Any]) -> Settings:
         check_base_url(settings.base_url)
     if settings.max_tokens is not None and settings.max_tokens < 1:
         raise ConfigError("max_tokens must be at least 1")
+    if not settings.mcp_startup_timeout > 0:
+        raise ConfigError("mcp_startup_timeout must be a positive number of seconds")
     return settings
 
 

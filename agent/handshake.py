@@ -46,7 +46,7 @@ def initialize_result(terminal_auth: bool = False) -> dict[str, Any]:
         "agentCapabilities": {
             "loadSession": False,
             "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
-            "mcpCapabilities": {"http": False, "sse": False},
+            "mcpCapabilities": {"http": True, "sse": True},
             "sessionCapabilities": {},
         },
         # Terminal methods may be offered only to clients that said they can run them.

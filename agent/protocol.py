@@ -87,7 +87,7 @@ class InitializeParams(Incoming):
 
 class NewSessionParams(Incoming):
     cwd: str
-    # Kept as raw objects until MCP support lands; invalid entries are dropped.
+    # Raw objects, checked by agent.mcp.config (an unusable entry is skipped, not an error).
     mcp_servers: Annotated[list[dict[str, Any]], SkipInvalid] = Field(default_factory=list)
     additional_directories: Annotated[list[str], SkipInvalid] = Field(default_factory=list)
 
@@ -209,11 +209,44 @@ class TextContent(Outgoing):
     text: str
 
 
+class ImageContent(Outgoing):
+    type: Literal["image"] = "image"
+    data: str  # base64
+    mime_type: str
+
+
+class TextResourceContents(Outgoing):
+    uri: str
+    text: str
+    mime_type: str | None = None
+
+
+class BlobResourceContents(Outgoing):
+    uri: str
+    blob: str  # base64
+    mime_type: str | None = None
+
+
+class EmbeddedResource(Outgoing):
+    type: Literal["resource"] = "resource"
+    resource: TextResourceContents | BlobResourceContents
+
+
+class ResourceLink(Outgoing):
+    type: Literal["resource_link"] = "resource_link"
+    uri: str
+    name: str
+    mime_type: str | None = None
+    title: str | None = None
+    description: str | None = None
+
+
 class ContentItem(Outgoing):
-    """Tool-call content that is an ordinary content block (here: text)."""
+    """Tool-call content that is an ordinary content block (text; images and resources from
+    MCP tools)."""
 
     type: Literal["content"] = "content"
-    content: TextContent
+    content: TextContent | ImageContent | EmbeddedResource | ResourceLink
 
     @classmethod
     def of(cls, text: str) -> ContentItem:

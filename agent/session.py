@@ -22,6 +22,7 @@ from agent.tools.base import Tool, ToolContext
 from agent.tools.files_backend import Files
 
 if TYPE_CHECKING:
+    from agent.mcp.manager import McpManager
     from agent.wire import Connection
 
 log = logging.getLogger("heron.session")
@@ -45,12 +46,13 @@ class Session:
         self.settings = settings
         self.connection = connection
         self.client_capabilities = client_capabilities
-        self.mcp_servers = mcp_servers  # kept for MCP support, not used yet
+        self.mcp_servers = mcp_servers
         self.mode = settings.mode
         self.history: list[dict[str, Any]] = []
         self.transcript: list[dict[str, Any]] = []
         self.permissions = PermissionMemory()
-        self.tools: dict[str, Tool[Any]] = {tool.name: tool for tool in builtin_tools()}
+        self.builtin_tools: dict[str, Tool[Any]] = {tool.name: tool for tool in builtin_tools()}
+        self.tools: dict[str, Tool[Any]] = dict(self.builtin_tools)
         fs = client_capabilities.fs
         self.files = Files(session_id, connection.request, fs.read_text_file, fs.write_text_file)
         self.tool_context = ToolContext(
@@ -69,6 +71,10 @@ class Session:
         self._call_counter = itertools.count(1)
         # toolCallId → index in `transcript` of its latest progress snapshot
         self._snapshots: dict[Any, int] = {}
+        self.mcp: McpManager | None = None
+        self._mcp_version = 0
+        if mcp_servers:
+            self.start_mcp(mcp_servers)
 
     def tool_specs(self) -> list[dict[str, Any]]:
         """The tools as OpenAI functions; built once, they only change when the tools do."""
@@ -85,6 +91,41 @@ class Session:
                 for tool in self.tools.values()
             ]
         return self._tool_specs
+
+    def start_mcp(self, entries: list[dict[str, Any]]) -> None:
+        """Start the client's MCP servers in the background (session/new, load, resume)."""
+        from agent.mcp.config import parse_servers
+        from agent.mcp.manager import McpManager
+
+        configs = parse_servers(entries)
+        if not configs:
+            return
+        self.mcp = McpManager(
+            configs, cwd=str(self.cwd), startup_timeout=self.settings.mcp_startup_timeout
+        )
+        self.mcp.start(self.connection.start_soon)
+
+    async def prepare_tools(self) -> list[str]:
+        """Before a model request: MCP servers started (bounded wait) and the tool table current.
+
+        Returns what the user must be told (servers that failed), once each.
+        """
+        if self.mcp is None:
+            return []
+        notices = await self.mcp.prepare()
+        if self.mcp.version != self._mcp_version:
+            self._mcp_version = self.mcp.version
+            mcp_tools = {tool.name: tool for tool in self.mcp.tools()}
+            self.tools = {**self.builtin_tools, **mcp_tools}
+            self._tool_specs = None
+        return notices
+
+    async def aclose(self) -> None:
+        """End the session: stop its turn and its MCP servers (session/close, delete, exit)."""
+        self.cancel()
+        if self.mcp is not None:
+            mcp, self.mcp = self.mcp, None
+            await mcp.aclose()
 
     @property
     def roots(self) -> list[Path]:

@@ -131,6 +131,8 @@ class Turn:
     async def ask_model(self) -> Reply:
         session = self.session
         self.check_tool_support()
+        for notice in await session.prepare_tools():  # MCP servers ready, tool list current
+            self.emit(AgentMessageChunk(content=TextContent(text=notice)))
         messages = [self.system, *session.history]
         text: list[str] = []
         ids: dict[int, str] = {}  # stream index → tool call id
