@@ -22,6 +22,8 @@ ENV_VARS = {
     "HERON_LOG_LEVEL": "log_level",
     "HERON_LOG_FILE": "log_file",
     "HERON_MAX_TURN_REQUESTS": "max_turn_requests",
+    "HERON_DATA_DIR": "data_dir",
+    "HERON_CONTEXT_WINDOW": "context_window",
 }
 
 
@@ -41,6 +43,8 @@ class Settings:
     max_tool_output_chars: int = 30_000  # what the model reads of one tool result
     log_level: str = "warning"
     log_file: str | None = None
+    data_dir: str | None = None  # the session store's directory; default $XDG_DATA_HOME/heron
+    context_window: int | None = None  # tokens; default: what the server or a table says
     config_file: str | None = None  # the file the settings were read from, if any
 
     @property
@@ -91,6 +95,7 @@ _NUMBERS: dict[str, type] = {
     "request_timeout": float,
     "max_retries": int,
     "max_tool_output_chars": int,
+    "context_window": int,
 }
 
 

@@ -23,6 +23,7 @@ from agent.protocol import (
     SessionIdParams,
 )
 from agent.session import Session
+from agent.store.methods import SessionStore
 from agent.wire import INVALID_PARAMS, Connection, RpcError
 
 log = logging.getLogger("heron.server")
@@ -40,6 +41,8 @@ class Server:
         connection.register("session/new", self.new_session)
         connection.register("session/prompt", self.prompt)
         connection.register("session/cancel", self.cancel)
+        self.store = SessionStore(settings, self.sessions, self._open_session, _parse, _check_cwd)
+        self.store.register(connection)
 
     def remember_client(self, params: dict[str, Any]) -> None:
         parsed = _parse(InitializeParams, params)
@@ -53,22 +56,27 @@ class Server:
 
     async def new_session(self, **params: Any) -> dict[str, Any]:
         parsed = _parse(NewSessionParams, params)
-        cwd = Path(parsed.cwd)
-        if not cwd.is_absolute():
-            raise RpcError(INVALID_PARAMS, f"cwd must be an absolute path, got {parsed.cwd!r}")
-        if not cwd.is_dir():
-            raise RpcError(INVALID_PARAMS, f"cwd is not an existing directory: {parsed.cwd}")
+        cwd = _check_cwd(parsed.cwd)
         session_id = f"sess_{uuid.uuid4().hex}"
-        self.sessions[session_id] = Session(
+        session = self._open_session(session_id, cwd, parsed.mcp_servers)
+        session.additional_directories = [Path(d) for d in parsed.additional_directories]
+        self.store.attach(session)
+        log.info("session %s in %s", session_id, cwd)
+        return NewSessionResult(session_id=session_id).dump()
+
+    def _open_session(
+        self, session_id: str, cwd: Path, mcp_servers: list[dict[str, Any]]
+    ) -> Session:
+        session = Session(
             session_id=session_id,
-            cwd=Path(os.path.normpath(cwd)),
+            cwd=cwd,
             settings=self.settings,
             connection=self.connection,
             client_capabilities=self.client_capabilities,
-            mcp_servers=parsed.mcp_servers,
+            mcp_servers=mcp_servers,
         )
-        log.info("session %s in %s", session_id, cwd)
-        return NewSessionResult(session_id=session_id).dump()
+        self.sessions[session_id] = session
+        return session
 
     async def prompt(self, **params: Any) -> dict[str, Any]:
         parsed = _parse(PromptParams, params)
@@ -93,6 +101,15 @@ class Server:
         if session is None:
             raise RpcError(INVALID_PARAMS, f"unknown session: {session_id}")
         return session
+
+
+def _check_cwd(cwd: str) -> Path:
+    path = Path(cwd)
+    if not path.is_absolute():
+        raise RpcError(INVALID_PARAMS, f"cwd must be an absolute path, got {cwd!r}")
+    if not path.is_dir():
+        raise RpcError(INVALID_PARAMS, f"cwd is not an existing directory: {cwd}")
+    return Path(os.path.normpath(path))
 
 
 def _parse(model: type[BaseModel], params: dict[str, Any]) -> Any:
@@ -141,6 +158,7 @@ def run_server(
                     "initialize params were not understood; assuming no client capabilities"
                 )
         await connection.serve(pending, at_eof=at_eof, on_eof=server.cancel_all)
+        await server.store.flush()  # the last steps reach the disk before the process exits
 
     anyio.run(main)
     return 0

@@ -22,6 +22,7 @@ from agent.tools.base import Tool, ToolContext
 from agent.tools.files_backend import Files
 
 if TYPE_CHECKING:
+    from agent.store.saver import Saver
     from agent.wire import Connection
 
 log = logging.getLogger("heron.session")
@@ -66,6 +67,9 @@ class Session:
         self._turn_lock = anyio.Lock()
         self._call_ids: set[str] = set()
         self._call_counter = itertools.count(1)
+        self.additional_directories: list[Path] = []
+        self.title: str | None = None
+        self.saver: Saver | None = None  # set by the server: saves each step (agent.store)
 
     def tool_specs(self) -> list[dict[str, Any]]:
         """The tools as OpenAI functions; built once, they only change when the tools do."""
@@ -112,6 +116,21 @@ class Session:
     def cancel(self) -> None:
         if self._running is not None:
             self._running.cancel()
+
+    async def wait_idle(self) -> None:
+        """Wait until no turn runs (a cancelled one has answered and saved its last step)."""
+        async with self._turn_lock:
+            pass
+
+    async def store_ready(self) -> None:
+        """Wait until the store is open, so a failure to open it can be told in this turn."""
+        if self.saver is not None:
+            await self.saver.store.ready()
+
+    def save(self) -> str | None:
+        """A step boundary: save what changed. Returns a notice for the user, once, if the
+        conversation cannot be saved."""
+        return self.saver.checkpoint(self) if self.saver is not None else None
 
     def new_call_id(self, model_id: str) -> str:
         """The model's call id, made unique in the session (some servers reuse `call_0`)."""

@@ -38,6 +38,7 @@ from agent.protocol import (
     PromptBlock,
     RequestPermissionParams,
     RequestPermissionResult,
+    ResourceLinkIn,
     SessionNotification,
     SessionUpdate,
     StopReason,
@@ -48,6 +49,7 @@ from agent.protocol import (
     ToolCallStart,
     UserMessageChunk,
 )
+from agent.store.replay import user_link_update
 from agent.tools.base import PlanChanged, Preview, Progress, Safety, Tool, ToolError, ToolResult
 from agent.wire import INTERNAL_ERROR, ConnectionClosed, RpcError
 
@@ -95,6 +97,12 @@ class Turn:
         for block in blocks:
             if isinstance(block, TextBlockIn):
                 session.record(UserMessageChunk(content=TextContent(text=block.text)).dump())
+            elif isinstance(block, ResourceLinkIn):
+                session.record(
+                    user_link_update(block.uri, block.name, block.title, block.mime_type)
+                )
+        await session.store_ready()
+        self.checkpoint()
         for _ in range(session.settings.max_turn_requests):
             reply = await self.ask_model()
             if reply.finish_reason == "length":
@@ -151,6 +159,7 @@ class Turn:
                 for call_id, call in calls
             ]
         session.history.append(message)
+        self.checkpoint()
         return Reply(finished.finish_reason, calls)
 
     # -- tools -------------------------------------------------------------------------------
@@ -190,6 +199,7 @@ class Turn:
             self.session.history.append(
                 {"role": "tool", "tool_call_id": call_id, "content": self.results[call_id]}
             )
+        self.checkpoint()
 
     async def _run_into_results(self, call_id: str, call: RawToolCall) -> None:
         self.results[call_id] = await self.run_call(call_id, call)
@@ -337,6 +347,7 @@ class Turn:
             )
         )
         self.open_calls.discard(call_id)
+        self.checkpoint()
 
     # -- updates -----------------------------------------------------------------------------
 
@@ -347,6 +358,11 @@ class Turn:
         self.session.connection.notify("session/update", message)
         self.session.record(message["update"])
 
+    def checkpoint(self) -> None:
+        """A step boundary: the session saves what changed (never per streamed delta)."""
+        if notice := self.session.save():
+            self.emit(AgentMessageChunk(content=TextContent(text=notice)))
+
     def close(self) -> None:
         """End the turn: fail what is still open, answer the model's dangling calls, go quiet."""
         reason = CANCELLED if self.scope.cancel_called else "The turn ended before this call ran."
@@ -354,6 +370,7 @@ class Turn:
             self.finish(call_id, ToolResult.failure(reason))
         self.closed = True
         self._answer_dangling_calls(reason)
+        self.checkpoint()
 
     def _answer_dangling_calls(self, reason: str) -> None:
         # Every tool call in the history needs a tool message, or the next request is invalid.
