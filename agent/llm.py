@@ -105,6 +105,8 @@ async def stream_chat(
     body: dict[str, Any] = {"messages": messages}
     if tools:
         body["tools"] = tools
+    # Token counts for usage_update; servers that do not know the option ignore it.
+    body["stream_options"] = {"include_usage": True}
     request: dict[str, Any] = {
         "model": settings.model,
         "messages": [],

@@ -51,6 +51,7 @@ from agent.protocol import (
 )
 from agent.store.replay import user_link_update
 from agent.tools.base import PlanChanged, Preview, Progress, Safety, Tool, ToolError, ToolResult
+from agent.usage import context_size, tokens_used
 from agent.wire import INTERNAL_ERROR, ConnectionClosed, RpcError
 
 if TYPE_CHECKING:
@@ -160,6 +161,7 @@ class Turn:
             ]
         session.history.append(message)
         self.checkpoint()
+        await self.report_usage(finished.usage, messages, message.get("content") or "")
         return Reply(finished.finish_reason, calls)
 
     # -- tools -------------------------------------------------------------------------------
@@ -362,6 +364,19 @@ class Turn:
         """A step boundary: the session saves what changed (never per streamed delta)."""
         if notice := self.session.save():
             self.emit(AgentMessageChunk(content=TextContent(text=notice)))
+
+    async def report_usage(
+        self, usage: dict[str, Any] | None, messages: list[dict[str, Any]], reply: str
+    ) -> None:
+        """usage_update: how full the context is after this response (agent.usage)."""
+        size = await context_size(self.session.settings)
+        if self.closed:
+            return
+        used = tokens_used(usage, messages, reply)
+        update = {"sessionUpdate": "usage_update", "used": used, "size": size}
+        self.session.connection.notify(
+            "session/update", {"sessionId": self.session.id, "update": update}
+        )
 
     def close(self) -> None:
         """End the turn: fail what is still open, answer the model's dangling calls, go quiet."""

@@ -440,3 +440,36 @@ def test_data_dir_flag_places_the_store(heron, fake_llm, workspace, tmp_path):
     conn = sqlite3.connect(tmp_path / "elsewhere" / "sessions.db")
     assert conn.execute("SELECT title FROM sessions").fetchall() == [("hi",)]
     assert os.path.exists(tmp_path / "elsewhere" / "sessions.db")
+
+
+# -- usage -----------------------------------------------------------------------------------
+
+
+def usage_updates(updates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [u for u in updates if u["sessionUpdate"] == "usage_update"]
+
+
+def test_each_model_response_reports_usage_from_the_server(heron, fake_llm, workspace):
+    fake_llm.script(
+        tool_calls(
+            Call("list_directory", {"path": "."}, id="l1"),
+            usage={"prompt_tokens": 1200, "completion_tokens": 34, "total_tokens": 1234},
+        ),
+        text("done", usage={"prompt_tokens": 1500, "completion_tokens": 5, "total_tokens": 1505}),
+    )
+    client = heron()
+    turn = client.prompt(client.new_session(workspace), "look")
+    assert fake_llm.requests[0].body["stream_options"] == {"include_usage": True}
+    # the fake model is in no table and /v1/models says nothing about its window
+    assert usage_updates(turn["updates"]) == [
+        {"sessionUpdate": "usage_update", "used": 1234, "size": 128000},
+        {"sessionUpdate": "usage_update", "used": 1505, "size": 128000},
+    ]
+
+
+def test_the_context_window_setting_sets_the_size(heron, fake_llm, workspace):
+    fake_llm.script(text("ok"))
+    client = heron(env={"HERON_CONTEXT_WINDOW": "5000"})
+    turn = client.prompt(client.new_session(workspace), "hi")
+    [usage] = usage_updates(turn["updates"])
+    assert usage["size"] == 5000 and usage["used"] > 0

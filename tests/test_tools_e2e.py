@@ -481,7 +481,7 @@ def test_todo_write_sends_the_complete_plan_each_time(heron, fake_llm, workspace
     kinds = [
         (u["sessionUpdate"], u.get("status"))
         for u in turn["updates"]
-        if u.get("toolCallId") in (None, "t1")
+        if u.get("toolCallId") in (None, "t1") and u["sessionUpdate"] != "usage_update"
     ][:5]
     assert kinds == [
         ("tool_call", "pending"),
