@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from pydantic import ValidationError
 
+from agent.compaction import compact, is_context_overflow, needs_compaction
 from agent.context import system_prompt, user_message
 from agent.llm import (
     Finished,
@@ -85,6 +86,9 @@ class Turn:
         self.results: dict[str, str] = {}  # call id → what the model reads of its result
         self.system: dict[str, Any] = {}  # the system message, built once per turn
         self.closed = False
+        # History length after this turn's last compaction: a summary that is still too big
+        # is not summarized again before the turn has moved on a few messages.
+        self.compacted_at = 0
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -116,6 +120,40 @@ class Turn:
         return "max_turn_requests"
 
     async def ask_model(self) -> Reply:
+        """One model request. The history is compacted first when it would not fit, and once
+        more (then the request is retried) when the server says it was too long."""
+        await self.compact_history(force=False)
+        try:
+            return await self._ask_model_once()
+        except RpcError as exc:
+            if not is_context_overflow(exc.message) or not await self.compact_history(force=True):
+                raise
+        return await self._ask_model_once()
+
+    async def compact_history(self, force: bool) -> bool:
+        """Replace the older history with a summary (agent.compaction); True if it did."""
+        session = self.session
+        window = await context_size(session.settings)
+        if not force and (
+            (self.compacted_at and len(session.history) < self.compacted_at + 4)
+            or not needs_compaction([self.system, *session.history], window)
+        ):
+            return False
+        try:
+            compacted = await compact(session.settings, session.history, window)
+        except LLMError as exc:
+            log.warning("compaction failed: %s", exc)
+            return False
+        if compacted is None:
+            return False
+        session.history, summarized = compacted
+        self.compacted_at = len(session.history)
+        note = f"(Compacted the conversation: {summarized} earlier messages are now a summary.)"
+        self.emit(AgentMessageChunk(content=TextContent(text=note + "\n\n")))
+        self.checkpoint()
+        return True
+
+    async def _ask_model_once(self) -> Reply:
         session = self.session
         messages = [self.system, *session.history]
         text: list[str] = []

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from acp_client import RpcError
-from fake_openai import Call, stall, text, tool_calls
+from fake_openai import Call, error, stall, text, tool_calls
 
 FULL = ("--mode", "full-access")
 CHUNKS = ("agent_message_chunk", "agent_thought_chunk", "user_message_chunk")
@@ -473,3 +473,86 @@ def test_the_context_window_setting_sets_the_size(heron, fake_llm, workspace):
     turn = client.prompt(client.new_session(workspace), "hi")
     [usage] = usage_updates(turn["updates"])
     assert usage["size"] == 5000 and usage["used"] > 0
+
+
+# -- compaction ------------------------------------------------------------------------------
+
+
+def compaction_notes(updates: list[dict[str, Any]]) -> list[str]:
+    return [
+        u["content"]["text"]
+        for u in updates
+        if u["sessionUpdate"] == "agent_message_chunk" and "Compacted" in u["content"]["text"]
+    ]
+
+
+def test_a_conversation_near_the_window_is_compacted_and_the_turn_goes_on(
+    heron, fake_llm, workspace
+):
+    long_request = "Please read this carefully. " + "lorem ipsum " * 600  # ~7200 chars
+    fake_llm.script(text("Read it."), text("SUMMARY: the user sent a long text."), text("Sure."))
+    client = heron(env={"HERON_CONTEXT_WINDOW": "2500"})
+    session_id = client.new_session(workspace)
+    first = client.prompt(session_id, long_request)
+    assert not compaction_notes(first["updates"])
+    second = client.prompt(session_id, "Now what?")
+    assert second["stopReason"] == "end_turn"
+    assert len(compaction_notes(second["updates"])) == 1
+    summarizer, main = fake_llm.requests[1].body, fake_llm.requests[2].body
+    assert "tools" not in summarizer and "lorem ipsum" in summarizer["messages"][-1]["content"]
+    messages = main["messages"]
+    assert messages[1]["content"].endswith("SUMMARY: the user sent a long text.")
+    assert messages[2:] == [
+        {"role": "assistant", "content": "Read it."},
+        {"role": "user", "content": "Now what?"},
+    ]
+    assert "lorem ipsum" not in json.dumps(messages)
+    stop(client)
+
+    # The store keeps the compacted history; the replay still shows everything.
+    fake_llm.script(text("Continuing."))
+    again = heron(env={"HERON_CONTEXT_WINDOW": "2500"})
+    load = again.request_async(
+        "session/load", {"sessionId": session_id, "cwd": workspace, "mcpServers": []}
+    )
+    load.result()
+    users = [u for u in load.updates() if u["sessionUpdate"] == "user_message_chunk"]
+    assert [u["content"]["text"] for u in users] == [long_request, "Now what?"]
+    again.prompt(session_id, "Go on")
+    resumed = fake_llm.requests[-1].body["messages"]
+    assert resumed[1]["content"].endswith("SUMMARY: the user sent a long text.")
+    assert "lorem ipsum" not in json.dumps(resumed)
+
+
+def test_a_request_rejected_for_its_length_is_compacted_and_retried(heron, fake_llm, workspace):
+    fake_llm.script(
+        text("First answer."),
+        error(
+            400,
+            "This model's maximum context length is 4096 tokens. However, your messages "
+            "resulted in 5000 tokens.",
+            code="context_length_exceeded",
+        ),
+        text("SUMMARY of it."),
+        text("Second answer."),
+    )
+    client = heron()
+    session_id = client.new_session(workspace)
+    client.prompt(session_id, "First question")
+    second = client.prompt(session_id, "Second question")
+    assert second["stopReason"] == "end_turn"
+    assert len(compaction_notes(second["updates"])) == 1
+    retried = fake_llm.requests[3].body["messages"]
+    assert retried[1]["content"].endswith("SUMMARY of it.")
+    assert retried[-1] == {"role": "user", "content": "Second question"}
+
+
+def test_a_rejection_that_compaction_cannot_help_fails_the_turn_readably(
+    heron, fake_llm, workspace
+):
+    fake_llm.script(error(400, "maximum context length exceeded", code="context_length_exceeded"))
+    client = heron()
+    session_id = client.new_session(workspace)
+    with pytest.raises(RpcError) as err:
+        client.prompt(session_id, "x" * 100)
+    assert "context length" in err.value.message

@@ -49,6 +49,7 @@ class Saver:
         self.created_at = created_at or now()
         self.history_saved = 0
         self.last_saved_message: dict[str, Any] | None = None
+        self.first_saved_message: dict[str, Any] | None = None
         self.transcript_saved = 0
         self.told_unsaved = False
         self.deleted = False
@@ -72,10 +73,14 @@ class Saver:
             self._announce_title(session)
         row = _session_row(session, self.created_at)
         history = session.history
-        # A rewritten history (compaction) no longer has the last saved message where it was.
+        # A rewritten history (compaction) no longer has its first and last saved messages
+        # where they were: it is saved whole.
         replace = self.history_saved > len(history) or (
             self.history_saved > 0
-            and history[self.history_saved - 1] is not self.last_saved_message
+            and (
+                history[0] is not self.first_saved_message
+                or history[self.history_saved - 1] is not self.last_saved_message
+            )
         )
         start = 0 if replace else self.history_saved
         messages = [json.dumps(m, ensure_ascii=False) for m in history[start:]]
@@ -95,6 +100,7 @@ class Saver:
         self.store.write(write)
         self.history_saved = len(history)
         self.last_saved_message = history[-1] if history else None
+        self.first_saved_message = history[0] if history else None
         self.transcript_saved = len(session.transcript)
         return None
 
@@ -145,6 +151,7 @@ def restore(session: Session, stored: StoredSession, saver: Saver) -> None:
             session.new_call_id(update["toolCallId"])  # new calls must not reuse these ids
     saver.restored(stored)
     saver.last_saved_message = stored.history[-1] if stored.history else None
+    saver.first_saved_message = stored.history[0] if stored.history else None
     if session.history is not stored.history:
         saver.history_saved = 0  # the answers were added: save it whole at the next step
 
