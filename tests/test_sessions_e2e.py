@@ -414,7 +414,7 @@ def test_an_unusable_store_is_said_once_and_heron_keeps_working(
     assert first["stopReason"] == "end_turn"
     kinds = [u["sessionUpdate"] for u in first["updates"]]
     said = "".join(u["content"]["text"] for u in first["updates"] if "content" in u)
-    assert set(kinds) == {"agent_message_chunk"}
+    assert set(kinds) == {"agent_message_chunk", "session_info_update", "usage_update"}
     assert "will not be saved" in said and said.endswith("first")
     second = client.prompt(session_id, "again")
     assert second["stopReason"] == "end_turn"

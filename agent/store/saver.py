@@ -61,6 +61,9 @@ class Saver:
 
     def checkpoint(self, session: Session) -> str | None:
         """Queue the writes for what changed; a notice to show once if nothing can be saved."""
+        if session.title is None and (title := _first_prompt_text(session.transcript)):
+            session.title = make_title(title)  # titled even when it cannot be saved
+            self._announce_title(session)
         if self.store.failure is not None:
             if self.told_unsaved:
                 return None
@@ -68,9 +71,6 @@ class Saver:
             return UNSAVED.format(reason=self.store.failure)
         if self.deleted:
             return None
-        if session.title is None and (title := _first_prompt_text(session.transcript)):
-            session.title = make_title(title)
-            self._announce_title(session)
         row = _session_row(session, self.created_at)
         history = session.history
         # A rewritten history (compaction) no longer has its first and last saved messages
