@@ -26,8 +26,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Heron, a coding agent for the Agent Client Protocol. With no arguments it "
         "speaks ACP (JSON-RPC 2.0, one message per line) on stdin/stdout, as editors expect.",
         epilog="Environment: OPENAI_API_KEY, OPENAI_BASE_URL, HERON_MODEL, HERON_MODE, "
-        "HERON_MAX_TOKENS, HERON_CONFIG, HERON_LOG_LEVEL, HERON_LOG_FILE. Flags beat environment "
-        "beat the config file (default ~/.config/heron/config.toml).",
+        "HERON_MAX_TOKENS, HERON_CONFIG, HERON_LOG_LEVEL, HERON_LOG_FILE, HERON_DATA_DIR, "
+        "HERON_CONTEXT_WINDOW. Flags beat environment beat the config file (default "
+        "~/.config/heron/config.toml).",
     )
     parser.add_argument("--version", action="version", version=f"heron {__version__}")
     parser.add_argument("--model", help="model name, e.g. gpt-4.1 or qwen2.5-coder:7b")
@@ -53,6 +54,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="stderr log level",
     )
     parser.add_argument("--log-file", dest="log_file", help="also write logs to this file")
+    parser.add_argument(
+        "--data-dir",
+        dest="data_dir",
+        help="where sessions are stored (default: $XDG_DATA_HOME/heron, ~/.local/share/heron)",
+    )
+    parser.add_argument(
+        "--context-window",
+        dest="context_window",
+        type=int,
+        help="the model's context window in tokens (default: asked from the server)",
+    )
     return parser
 
 

@@ -25,6 +25,8 @@ ENV_VARS = {
     "HERON_MAX_TURN_REQUESTS": "max_turn_requests",
     "HERON_MAX_TOKENS": "max_tokens",
     "HERON_MCP_STARTUP_TIMEOUT": "mcp_startup_timeout",
+    "HERON_DATA_DIR": "data_dir",
+    "HERON_CONTEXT_WINDOW": "context_window",
 }
 
 
@@ -49,6 +51,8 @@ class Settings:
     mcp_startup_timeout: float = 10.0  # seconds a prompt waits for MCP servers still starting
     log_level: str = "warning"
     log_file: str | None = None
+    data_dir: str | None = None  # the session store's directory; default $XDG_DATA_HOME/heron
+    context_window: int | None = None  # tokens; default: what the server or a table says
     config_file: str | None = None  # the file the settings were read from, if any
     # Why the configured settings could not be used. The agent still answers the editor (so it
     # can show the reason) and explains this at the first prompt instead of dying unheard.
@@ -104,6 +108,7 @@ _NUMBERS: dict[str, type] = {
     "max_tool_output_chars": int,
     "max_tokens": int,
     "mcp_startup_timeout": float,
+    "context_window": int,
 }
 
 

@@ -44,10 +44,10 @@ def initialize_result(terminal_auth: bool = False) -> dict[str, Any]:
     return {
         "protocolVersion": PROTOCOL_VERSION,
         "agentCapabilities": {
-            "loadSession": False,
+            "loadSession": True,
             "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
             "mcpCapabilities": {"http": True, "sse": True},
-            "sessionCapabilities": {},
+            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
         },
         # Terminal methods may be offered only to clients that said they can run them.
         "authMethods": [SETUP_METHOD] if terminal_auth else [],

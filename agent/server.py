@@ -25,6 +25,7 @@ from agent.protocol import (
     SessionIdParams,
 )
 from agent.session import Session
+from agent.store.methods import SessionStore
 from agent.wire import INVALID_PARAMS, INVALID_REQUEST, Connection, RpcError
 
 log = logging.getLogger("heron.server")
@@ -60,6 +61,8 @@ class Server:
         connection.register("session/new", self.new_session)
         connection.register("session/prompt", self.prompt)
         connection.register("session/cancel", self.cancel)
+        self.store = SessionStore(settings, self.sessions, self._open_session, _parse, _check_cwd)
+        self.store.register(connection)
 
     def remember_client(self, params: dict[str, Any]) -> None:
         parsed = _parse(InitializeParams, params)
@@ -127,28 +130,29 @@ class Server:
             if not self.settings.llm_configured and not self.settings.problem:
                 # The editor shows its login button for this error: it runs `heron setup`.
                 raise RpcError(AUTH_REQUIRED, NEEDS_SETUP)
-        cwd = Path(parsed.cwd)
-        if not cwd.is_absolute():
-            raise RpcError(INVALID_PARAMS, f"cwd must be an absolute path, got {parsed.cwd!r}")
-        try:
-            is_dir = cwd.is_dir()  # False for a NUL byte; raises for a name too long, EACCES
-        except OSError as exc:
-            raise RpcError(INVALID_PARAMS, f"cwd cannot be used: {exc.strerror}") from exc
-        if not is_dir:
-            raise RpcError(INVALID_PARAMS, f"cwd is not an existing directory: {parsed.cwd}")
+        cwd = _check_cwd(parsed.cwd)
         session_id = f"sess_{uuid.uuid4().hex}"
-        session = self.sessions[session_id] = Session(
+        session = self._open_session(session_id, cwd, parsed.mcp_servers)
+        session.additional_directories = [Path(d) for d in parsed.additional_directories]
+        self.store.attach(session)
+        log.info("session %s in %s", session_id, cwd)
+        return NewSessionResult(session_id=session_id).dump()
+
+    def _open_session(
+        self, session_id: str, cwd: Path, mcp_servers: list[dict[str, Any]]
+    ) -> Session:
+        session = Session(
             session_id=session_id,
-            cwd=Path(os.path.normpath(cwd)),
+            cwd=cwd,
             settings=self.settings,
             connection=self.connection,
             client_capabilities=self.client_capabilities,
-            mcp_servers=parsed.mcp_servers,
+            mcp_servers=mcp_servers,
         )
         self.start_warming()
         session.model_ready = self.model_ready
-        log.info("session %s in %s", session_id, cwd)
-        return NewSessionResult(session_id=session_id).dump()
+        self.sessions[session_id] = session
+        return session
 
     async def prompt(self, **params: Any) -> dict[str, Any]:
         self._require_initialized()
@@ -176,6 +180,19 @@ class Server:
         if session is None:
             raise RpcError(INVALID_PARAMS, f"unknown session: {session_id}")
         return session
+
+
+def _check_cwd(cwd: str) -> Path:
+    path = Path(cwd)
+    if not path.is_absolute():
+        raise RpcError(INVALID_PARAMS, f"cwd must be an absolute path, got {cwd!r}")
+    try:
+        is_dir = path.is_dir()  # False for a NUL byte; raises for a name too long, EACCES
+    except OSError as exc:
+        raise RpcError(INVALID_PARAMS, f"cwd cannot be used: {exc.strerror}") from exc
+    if not is_dir:
+        raise RpcError(INVALID_PARAMS, f"cwd is not an existing directory: {cwd}")
+    return Path(os.path.normpath(path))
 
 
 def _parse(model: type[BaseModel], params: dict[str, Any]) -> Any:
@@ -233,6 +250,7 @@ def run_server(
                 )
             server.initialized = True  # the client has its answer either way
         await connection.serve(pending, at_eof=at_eof, on_eof=server.cancel_all)
+        await server.store.flush()  # the last steps reach the disk before the process exits
 
     anyio.run(main)
     return 0

@@ -23,6 +23,7 @@ from agent.tools.files_backend import Files
 
 if TYPE_CHECKING:
     from agent.mcp.manager import McpManager
+    from agent.store.saver import Saver
     from agent.wire import Connection
 
 log = logging.getLogger("heron.session")
@@ -75,6 +76,9 @@ class Session:
         self._mcp_version = 0
         if mcp_servers:
             self.start_mcp(mcp_servers)
+        self.additional_directories: list[Path] = []
+        self.title: str | None = None
+        self.saver: Saver | None = None  # set by the server: saves each step (agent.store)
 
     def tool_specs(self) -> list[dict[str, Any]]:
         """The tools as OpenAI functions; built once, they only change when the tools do."""
@@ -161,6 +165,21 @@ class Session:
         """Cancel the running prompt and every queued one."""
         for scope in self._prompts:
             scope.cancel()
+
+    async def wait_idle(self) -> None:
+        """Wait until no turn runs (a cancelled one has answered and saved its last step)."""
+        async with self._turn_lock:
+            pass
+
+    async def store_ready(self) -> None:
+        """Wait until the store is open, so a failure to open it can be told in this turn."""
+        if self.saver is not None:
+            await self.saver.store.ready()
+
+    def save(self) -> str | None:
+        """A step boundary: save what changed. Returns a notice for the user, once, if the
+        conversation cannot be saved."""
+        return self.saver.checkpoint(self) if self.saver is not None else None
 
     def new_call_id(self, model_id: str) -> str:
         """The model's call id, made unique in the session (some servers reuse `call_0`)."""

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from pydantic import ValidationError
 
+from agent.compaction import compact, is_context_overflow, needs_compaction
 from agent.context import system_prompt, user_message
 from agent.llm import (
     Finished,
@@ -41,6 +42,7 @@ from agent.protocol import (
     PromptBlock,
     RequestPermissionParams,
     RequestPermissionResult,
+    ResourceLinkIn,
     SessionNotification,
     SessionUpdate,
     StopReason,
@@ -51,7 +53,9 @@ from agent.protocol import (
     ToolCallStart,
     UserMessageChunk,
 )
+from agent.store.replay import user_link_update
 from agent.tools.base import PlanChanged, Preview, Progress, Safety, Tool, ToolError, ToolResult
+from agent.usage import context_size, tokens_used
 from agent.wire import INTERNAL_ERROR, ConnectionClosed, RpcError
 
 if TYPE_CHECKING:
@@ -101,6 +105,9 @@ class Turn:
         self.results: dict[str, str] = {}  # call id → what the model reads of its result
         self.system: dict[str, Any] = {}  # the system message, built once per turn
         self.closed = False
+        # History length after this turn's last compaction: a summary that is still too big
+        # is not summarized again before the turn has moved on a few messages.
+        self.compacted_at = 0
 
     # -- the loop ----------------------------------------------------------------------------
 
@@ -117,6 +124,12 @@ class Turn:
         for block in blocks:
             if isinstance(block, TextBlockIn):
                 session.record(UserMessageChunk(content=TextContent(text=block.text)).dump())
+            elif isinstance(block, ResourceLinkIn):
+                session.record(
+                    user_link_update(block.uri, block.name, block.title, block.mime_type)
+                )
+        await session.store_ready()
+        self.checkpoint()
         for _ in range(session.settings.max_turn_requests):
             reply = await self.ask_model()
             if reply.finish_reason == "length":
@@ -129,6 +142,40 @@ class Turn:
         return "max_turn_requests"
 
     async def ask_model(self) -> Reply:
+        """One model request. The history is compacted first when it would not fit, and once
+        more (then the request is retried) when the server says it was too long."""
+        await self.compact_history(force=False)
+        try:
+            return await self._ask_model_once()
+        except RpcError as exc:
+            if not is_context_overflow(exc.message) or not await self.compact_history(force=True):
+                raise
+        return await self._ask_model_once()
+
+    async def compact_history(self, force: bool) -> bool:
+        """Replace the older history with a summary (agent.compaction); True if it did."""
+        session = self.session
+        window = await context_size(session.settings)
+        if not force and (
+            (self.compacted_at and len(session.history) < self.compacted_at + 4)
+            or not needs_compaction([self.system, *session.history], window)
+        ):
+            return False
+        try:
+            compacted = await compact(session.settings, session.history, window)
+        except LLMError as exc:
+            log.warning("compaction failed: %s", exc)
+            return False
+        if compacted is None:
+            return False
+        session.history, summarized = compacted
+        self.compacted_at = len(session.history)
+        note = f"(Compacted the conversation: {summarized} earlier messages are now a summary.)"
+        self.emit(AgentMessageChunk(content=TextContent(text=note + "\n\n")))
+        self.checkpoint()
+        return True
+
+    async def _ask_model_once(self) -> Reply:
         session = self.session
         self.check_tool_support()
         for notice in await session.prepare_tools():  # MCP servers ready, tool list current
@@ -182,6 +229,8 @@ class Turn:
                 for call_id, call in calls
             ]
         session.history.append(message)
+        self.checkpoint()
+        await self.report_usage(finished.usage, messages, message.get("content") or "")
         return Reply(finished.finish_reason, calls)
 
     def check_tool_support(self) -> None:
@@ -237,6 +286,7 @@ class Turn:
             self.session.history.append(
                 {"role": "tool", "tool_call_id": call_id, "content": self.results[call_id]}
             )
+        self.checkpoint()
 
     async def _run_into_results(self, call_id: str, call: RawToolCall) -> None:
         self.results[call_id] = await self.run_call(call_id, call)
@@ -411,6 +461,7 @@ class Turn:
             )
         )
         self.open_calls.discard(call_id)
+        self.checkpoint()
 
     # -- updates -----------------------------------------------------------------------------
 
@@ -421,6 +472,24 @@ class Turn:
         self.session.connection.notify("session/update", message)
         self.session.record(message["update"])
 
+    def checkpoint(self) -> None:
+        """A step boundary: the session saves what changed (never per streamed delta)."""
+        if notice := self.session.save():
+            self.emit(AgentMessageChunk(content=TextContent(text=notice)))
+
+    async def report_usage(
+        self, usage: dict[str, Any] | None, messages: list[dict[str, Any]], reply: str
+    ) -> None:
+        """usage_update: how full the context is after this response (agent.usage)."""
+        size = await context_size(self.session.settings)
+        if self.closed:
+            return
+        used = tokens_used(usage, messages, reply)
+        update = {"sessionUpdate": "usage_update", "used": used, "size": size}
+        self.session.connection.notify(
+            "session/update", {"sessionId": self.session.id, "update": update}
+        )
+
     def close(self) -> None:
         """End the turn: fail what is still open, answer the model's dangling calls, go quiet."""
         reason = CANCELLED if self.scope.cancel_called else "The turn ended before this call ran."
@@ -428,6 +497,7 @@ class Turn:
             self.finish(call_id, ToolResult.failure(reason))
         self.closed = True
         self._answer_dangling_calls(reason)
+        self.checkpoint()
 
     def _answer_dangling_calls(self, reason: str) -> None:
         # Every tool call in the history needs a tool message, or the next request is invalid.

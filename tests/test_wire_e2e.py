@@ -19,7 +19,7 @@ def test_initialize_negotiates_version_1_and_describes_heron(heron):
     assert result["agentInfo"]["name"] == "heron"
     assert result["agentInfo"]["version"]
     caps = result["agentCapabilities"]
-    assert caps["loadSession"] is False  # not implemented yet, so not advertised
+    assert caps["loadSession"] is True
     assert caps["promptCapabilities"] == {"image": True, "audio": False, "embeddedContext": True}
 
 

@@ -1,0 +1,218 @@
+"""The SQLite side of the store: schema, migrations and the queries. Synchronous on purpose:
+everything here runs in the store's own thread (see `agent.store.store`), never on the event
+loop.
+
+Two Heron processes may share the file: WAL lets readers run beside a writer, every write
+transaction starts with BEGIN IMMEDIATE (so it waits for the lock at once, under busy_timeout,
+instead of failing when it upgrades from reading) and stays short.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+BUSY_TIMEOUT_MS = 10_000
+
+# Forward migrations: MIGRATIONS[n] takes schema version n to n + 1 (PRAGMA user_version).
+MIGRATIONS: list[str] = [
+    """
+    CREATE TABLE sessions (
+        id TEXT PRIMARY KEY,
+        cwd TEXT NOT NULL,
+        additional_dirs TEXT NOT NULL DEFAULT '[]',
+        title TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        mode TEXT,
+        model TEXT
+    );
+    CREATE INDEX sessions_by_update ON sessions (updated_at DESC, id DESC);
+    CREATE INDEX sessions_by_cwd ON sessions (cwd, updated_at DESC, id DESC);
+    -- The model's view: OpenAI chat messages, in order.
+    CREATE TABLE history (
+        session_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        message TEXT NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    ) WITHOUT ROWID;
+    -- The editor's view: the session/update payloads sent, consecutive chunks merged.
+    CREATE TABLE updates (
+        session_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        payload TEXT NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    ) WITHOUT ROWID;
+    """,
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+class StoreTooNew(Exception):
+    """The file was written by a newer Heron; writing to it could corrupt its data."""
+
+
+@dataclass
+class SessionRow:
+    id: str
+    cwd: str
+    additional_dirs: list[str]
+    title: str | None
+    created_at: str
+    updated_at: str
+    mode: str | None
+    model: str | None
+
+
+@dataclass
+class StoredSession:
+    row: SessionRow
+    history: list[dict[str, Any]] = field(default_factory=list)
+    transcript: list[dict[str, Any]] = field(default_factory=list)
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """Open (creating if needed) and migrate the database; raises sqlite3/OS errors."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        # NORMAL in WAL mode: a power cut may lose the last commits, a killed process loses none.
+        conn.execute("PRAGMA synchronous = NORMAL")
+        migrate(conn)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version == SCHEMA_VERSION:
+        return
+    if version > SCHEMA_VERSION:
+        raise StoreTooNew(f"schema version {version}, this Heron knows up to {SCHEMA_VERSION}")
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        # Another process may have migrated while we waited for the lock.
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        for step in range(version, SCHEMA_VERSION):
+            for statement in MIGRATIONS[step].split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+# -- writes (called inside a transaction) ------------------------------------------------------
+
+
+def upsert_session(conn: sqlite3.Connection, row: SessionRow) -> None:
+    conn.execute(
+        """INSERT INTO sessions (id, cwd, additional_dirs, title, created_at, updated_at, mode,
+                                 model)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+           ON CONFLICT (id) DO UPDATE SET cwd = excluded.cwd,
+               additional_dirs = excluded.additional_dirs, title = excluded.title,
+               updated_at = excluded.updated_at, mode = excluded.mode, model = excluded.model""",
+        (
+            row.id,
+            row.cwd,
+            json.dumps(row.additional_dirs),
+            row.title,
+            row.created_at,
+            row.updated_at,
+            row.mode,
+            row.model,
+        ),
+    )
+
+
+def put_history(
+    conn: sqlite3.Connection, session_id: str, start: int, messages: list[str], replace: bool
+) -> None:
+    """Write messages (JSON text) from position `start`; `replace` drops everything first."""
+    if replace:
+        conn.execute("DELETE FROM history WHERE session_id = ?", (session_id,))
+    conn.executemany(
+        "INSERT OR REPLACE INTO history (session_id, seq, message) VALUES (?, ?, ?)",
+        [(session_id, start + i, m) for i, m in enumerate(messages)],
+    )
+
+
+def put_updates(conn: sqlite3.Connection, session_id: str, start: int, payloads: list[str]) -> None:
+    conn.executemany(
+        "INSERT OR REPLACE INTO updates (session_id, seq, payload) VALUES (?, ?, ?)",
+        [(session_id, start + i, p) for i, p in enumerate(payloads)],
+    )
+
+
+def delete_session(conn: sqlite3.Connection, session_id: str) -> None:
+    for table, column in (("history", "session_id"), ("updates", "session_id"), ("sessions", "id")):
+        conn.execute(f"DELETE FROM {table} WHERE {column} = ?", (session_id,))
+
+
+# -- reads ---------------------------------------------------------------------------------------
+
+
+def load_session(conn: sqlite3.Connection, session_id: str) -> StoredSession | None:
+    conn.execute("BEGIN")  # one snapshot for the three reads
+    try:
+        found = conn.execute(
+            f"SELECT {_COLUMNS} FROM sessions WHERE id = ?", (session_id,)
+        ).fetchone()
+        if found is None:
+            return None
+        stored = StoredSession(_row(found))
+        stored.history = _json_list(
+            conn, "SELECT message FROM history WHERE session_id = ? ORDER BY seq", session_id
+        )
+        stored.transcript = _json_list(
+            conn, "SELECT payload FROM updates WHERE session_id = ? ORDER BY seq", session_id
+        )
+        return stored
+    finally:
+        conn.execute("COMMIT")
+
+
+def list_sessions(
+    conn: sqlite3.Connection, cwd: str | None, after: tuple[str, str] | None, limit: int
+) -> list[SessionRow]:
+    """Newest first; `after` is the (updated_at, id) of the last row of the previous page."""
+    where: list[str] = []
+    args: list[Any] = []
+    if cwd is not None:
+        where.append("cwd = ?")
+        args.append(cwd)
+    if after is not None:
+        where.append("(updated_at, id) < (?, ?)")
+        args.extend(after)
+    sql = f"SELECT {_COLUMNS} FROM sessions"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    sql += " ORDER BY updated_at DESC, id DESC LIMIT ?"
+    args.append(limit)
+    return [_row(r) for r in conn.execute(sql, args)]
+
+
+def _json_list(conn: sqlite3.Connection, sql: str, session_id: str) -> list[Any]:
+    # One parse of the joined rows: much less per-row overhead than thousands of json.loads.
+    return json.loads("[" + ",".join(text for (text,) in conn.execute(sql, (session_id,))) + "]")
+
+
+_COLUMNS = "id, cwd, additional_dirs, title, created_at, updated_at, mode, model"
+
+
+def _row(r: tuple[Any, ...]) -> SessionRow:
+    try:
+        dirs = json.loads(r[2])
+    except ValueError:
+        dirs = []
+    return SessionRow(r[0], r[1], dirs if isinstance(dirs, list) else [], *r[3:])

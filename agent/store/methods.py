@@ -1,0 +1,214 @@
+"""session/load, session/resume, session/list, session/close and session/delete.
+
+The store itself is made on first use (a session's first step, or one of these methods), so
+neither `initialize` nor `session/new` waits for SQLite.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import Field
+
+from agent.protocol import Incoming, SkipInvalid
+from agent.store.replay import replay_updates
+from agent.store.saver import Saver, restore
+from agent.store.store import Store, data_dir
+from agent.wire import INVALID_PARAMS, RpcError
+
+if TYPE_CHECKING:
+    from agent.config import Settings
+    from agent.session import Session
+    from agent.store.db import SessionRow, StoredSession
+
+log = logging.getLogger("heron.store")
+
+PAGE_SIZE = 50
+
+
+class LoadSessionParams(Incoming):
+    session_id: str
+    cwd: str
+    mcp_servers: Annotated[list[dict[str, Any]], SkipInvalid] = Field(default_factory=list)
+    additional_directories: Annotated[list[str], SkipInvalid] = Field(default_factory=list)
+
+
+class ListSessionsParams(Incoming):
+    cwd: str | None = None
+    cursor: str | None = None
+
+
+class SessionIdOnly(Incoming):
+    session_id: str
+
+
+# (session id, cwd, mcp servers) → a new live Session registered with the server
+SessionFactory = Callable[[str, Path, list[dict[str, Any]]], "Session"]
+
+
+class SessionStore:
+    """The store-backed session methods; `sessions` is the server's live-session table."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        sessions: dict[str, Session],
+        make_session: SessionFactory,
+        parse: Callable[[type[Any], dict[str, Any]], Any],
+        check_cwd: Callable[[str], Path],
+    ) -> None:
+        self.settings = settings
+        self.sessions = sessions
+        self.make_session = make_session
+        self.parse = parse
+        self.check_cwd = check_cwd
+        self._store: Store | None = None
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            self._store = Store(data_dir(self.settings) / "sessions.db")
+        return self._store
+
+    def register(self, connection: Any) -> None:
+        connection.register("session/load", self.load)
+        connection.register("session/resume", self.resume)
+        connection.register("session/list", self.list)
+        connection.register("session/close", self.close)
+        connection.register("session/delete", self.delete)
+
+    def attach(self, session: Session) -> Saver:
+        """Give a new session its saver (nothing is written until its first step)."""
+        saver = Saver(self.store)
+        session.saver = saver
+        return saver
+
+    async def flush(self) -> None:
+        if self._store is not None:
+            await self._store.flush()
+
+    # -- methods -------------------------------------------------------------------------------
+
+    async def load(self, **params: Any) -> dict[str, Any]:
+        session, stored = await self._restore(params)
+        connection = session.connection
+        for update in replay_updates(stored.transcript):
+            connection.notify("session/update", {"sessionId": session.id, "update": update})
+        return {}
+
+    async def resume(self, **params: Any) -> dict[str, Any]:
+        await self._restore(params)
+        return {}
+
+    async def list(self, **params: Any) -> dict[str, Any]:
+        parsed = self.parse(ListSessionsParams, params)
+        after = _decode_cursor(parsed.cursor) if parsed.cursor else None
+        cwd = None
+        if parsed.cwd:
+            if not Path(parsed.cwd).is_absolute():
+                raise RpcError(INVALID_PARAMS, f"cwd must be an absolute path, got {parsed.cwd!r}")
+            cwd = os.path.normpath(parsed.cwd)
+
+        def query(conn: Any) -> list[SessionRow]:
+            from agent.store import db
+
+            return db.list_sessions(conn, cwd, after, PAGE_SIZE + 1)
+
+        rows = await self._read(query) or []
+        result: dict[str, Any] = {"sessions": [_info(row) for row in rows[:PAGE_SIZE]]}
+        if len(rows) > PAGE_SIZE:
+            last = rows[PAGE_SIZE - 1]
+            result["nextCursor"] = _encode_cursor(last.updated_at, last.id)
+        return result
+
+    async def close(self, **params: Any) -> dict[str, Any]:
+        parsed = self.parse(SessionIdOnly, params)
+        # Unknown or already closed: nothing to free, and the editor's intent is met.
+        session = self.sessions.pop(parsed.session_id, None)
+        if session is not None:
+            await _end(session)
+        return {}
+
+    async def delete(self, **params: Any) -> dict[str, Any]:
+        parsed = self.parse(SessionIdOnly, params)
+        session = self.sessions.pop(parsed.session_id, None)
+        if session is not None:
+            await _end(session)
+            if session.saver is not None:
+                session.saver.deleted = True  # a late step must not bring it back
+
+        session_id = parsed.session_id
+
+        def delete(conn: Any) -> None:
+            from agent.store import db
+
+            db.delete_session(conn, session_id)
+
+        self.store.write(delete)
+        await self.store.flush()
+        return {}
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    async def _restore(self, params: dict[str, Any]) -> tuple[Session, StoredSession]:
+        parsed = self.parse(LoadSessionParams, params)
+        cwd = self.check_cwd(parsed.cwd)
+        session_id = parsed.session_id
+        live = self.sessions.pop(session_id, None)
+        if live is not None:
+            await _end(live)  # its last steps are queued before the read below
+
+        def query(conn: Any) -> StoredSession | None:
+            from agent.store import db
+
+            return db.load_session(conn, session_id)
+
+        stored = await self._read(query)
+        if stored is None:
+            why = f" ({self.store.failure})" if self.store.failure else ""
+            raise RpcError(INVALID_PARAMS, f"unknown session: {session_id}{why}")
+        session = self.make_session(session_id, cwd, parsed.mcp_servers)
+        session.additional_directories = [Path(d) for d in parsed.additional_directories]
+        restore(session, stored, self.attach(session))
+        log.info("session %s restored (%d messages)", session_id, len(stored.history))
+        return session, stored
+
+    async def _read(self, job: Callable[[Any], Any]) -> Any:
+        try:
+            return await self.store.read(job)
+        except Exception as exc:  # a broken file must not break the connection
+            raise RpcError(INVALID_PARAMS, f"the session store cannot be read: {exc}") from exc
+
+
+async def _end(session: Session) -> None:
+    """Cancel its turn, stop its MCP servers, and wait until the turn has answered and saved
+    its last step."""
+    await session.aclose()
+    await session.wait_idle()
+
+
+def _info(row: SessionRow) -> dict[str, Any]:
+    info: dict[str, Any] = {"sessionId": row.id, "cwd": row.cwd, "updatedAt": row.updated_at}
+    if row.title:
+        info["title"] = row.title
+    if row.additional_dirs:
+        info["additionalDirectories"] = row.additional_dirs
+    return info
+
+
+def _encode_cursor(updated_at: str, session_id: str) -> str:
+    return base64.urlsafe_b64encode(f"{updated_at}\n{session_id}".encode()).decode()
+
+
+def _decode_cursor(cursor: str) -> tuple[str, str]:
+    try:
+        updated_at, session_id = base64.urlsafe_b64decode(cursor.encode()).decode().split("\n")
+    except (ValueError, binascii.Error, UnicodeError) as exc:
+        raise RpcError(INVALID_PARAMS, f"invalid cursor: {cursor!r}") from exc
+    return updated_at, session_id

@@ -1,0 +1,558 @@
+"""Sessions that last: the SQLite store behind session/load, resume, list, close and delete.
+
+Every test drives the real `heron` over its pipes. Processes started by one test share the
+test's HOME, hence one store ($XDG_DATA_HOME/heron/sessions.db), as two editor windows would.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import signal
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from acp_client import RpcError
+from fake_openai import Call, error, stall, text, tool_calls
+
+FULL = ("--mode", "full-access")
+CHUNKS = ("agent_message_chunk", "agent_thought_chunk", "user_message_chunk")
+TURN_KINDS = (*CHUNKS, "tool_call", "tool_call_update", "plan")
+
+
+def editor_view(updates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What an editor shows for a stream of updates: text chunks joined, each tool call in its
+    final state where it was announced, the last plan. Other updates (usage, title) are not
+    part of the conversation."""
+    shown: list[dict[str, Any] | None] = []
+    calls: dict[str, dict[str, Any]] = {}
+    plan_at: int | None = None
+    for update in copy.deepcopy(updates):
+        kind = update["sessionUpdate"]
+        last = shown[-1] if shown else None
+        if kind in CHUNKS:
+            if (
+                last is not None
+                and last["sessionUpdate"] == kind
+                and last["content"]["type"] == "text" == update["content"]["type"]
+            ):
+                last["content"]["text"] += update["content"]["text"]
+            else:
+                shown.append(update)
+        elif kind == "tool_call":
+            calls[update["toolCallId"]] = update
+            shown.append(update)
+        elif kind == "tool_call_update":
+            calls[update["toolCallId"]].update(
+                {k: v for k, v in update.items() if k != "sessionUpdate"}
+            )
+        elif kind == "plan":
+            if plan_at is not None:
+                shown[plan_at] = None
+            plan_at = len(shown)
+            shown.append(update)
+    return [u for u in shown if u is not None]
+
+
+def user_chunk(content: dict[str, Any]) -> dict[str, Any]:
+    return {"sessionUpdate": "user_message_chunk", "content": content}
+
+
+def agent_chunk(text: str) -> dict[str, Any]:
+    return {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
+
+
+def turn_updates(updates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [u for u in updates if u["sessionUpdate"] in TURN_KINDS]
+
+
+def store_path(home: Path) -> Path:
+    return home / ".local" / "share" / "heron" / "sessions.db"
+
+
+def stop(client) -> None:
+    """End the agent the way an editor does (stdin closes); its writes are flushed."""
+    client.close_stdin()
+    assert client.wait_exit(10) == 0
+
+
+# -- capabilities --------------------------------------------------------------------------
+
+
+def test_session_capabilities_are_advertised(heron):
+    client = heron(initialize=False)
+    caps = client.initialize()["agentCapabilities"]
+    assert caps["loadSession"] is True
+    assert caps["sessionCapabilities"] == {"list": {}, "resume": {}, "close": {}, "delete": {}}
+
+
+def test_the_store_is_not_created_before_the_first_prompt(heron, fake_llm, workspace, heron_home):
+    client = heron()
+    session_id = client.new_session(workspace)
+    time.sleep(0.2)
+    assert not store_path(heron_home).exists()
+    fake_llm.script(text("hi"))
+    client.prompt(session_id, "hello")
+    stop(client)
+    assert store_path(heron_home).exists()
+
+
+# -- load ------------------------------------------------------------------------------------
+
+
+def test_load_replays_exactly_what_the_editor_saw_and_the_model_continues(
+    heron, fake_llm, workspace
+):
+    Path(workspace, "app.py").write_text("def main():\n    print('hi')\n")
+    Path(workspace, "notes.md").write_text("some notes\n")
+    todos = [
+        {"content": "Fix the greeting", "status": "in_progress", "priority": "high"},
+        {"content": "Run the tests", "status": "pending", "priority": "low"},
+    ]
+    done = [{**todos[0], "status": "completed"}, todos[1]]
+    edit = {"path": "app.py", "old_string": "print('hi')", "new_string": "print('hello')"}
+    fake_llm.script(
+        tool_calls(Call("todo_write", {"todos": todos}, id="plan1"), text="Let me plan."),
+        tool_calls(
+            Call("edit_file", edit, id="edit1"),
+            Call("read_file", {"path": "missing.txt"}, id="read1"),
+        ),
+        tool_calls(Call("todo_write", {"todos": done}, id="plan2")),
+        text("Done: ", "the greeting ", "is fixed.", reasoning=["Checking ", "the diff."]),
+        text("Second answer."),
+    )
+    live = heron(*FULL)
+    session_id = live.new_session(workspace)
+    link = {"type": "resource_link", "uri": f"file://{workspace}/notes.md", "name": "notes.md"}
+    first = [{"type": "text", "text": "Fix the greeting\nin app.py"}, link]
+    seen = [user_chunk(first[0]), user_chunk(link)]
+    seen += live.prompt(session_id, first)["updates"]
+    seen.append(user_chunk({"type": "text", "text": "And now?"}))
+    seen += live.prompt(session_id, "And now?")["updates"]
+    stop(live)
+
+    fresh = heron(*FULL)
+    load = fresh.request_async(
+        "session/load", {"sessionId": session_id, "cwd": workspace, "mcpServers": []}
+    )
+    assert load.result() == {}
+    replayed = load.updates()
+    assert turn_updates(replayed) == replayed  # only the conversation, no usage or title noise
+    assert editor_view(replayed) == editor_view(seen)
+    calls = {u["toolCallId"]: u for u in replayed if u["sessionUpdate"] == "tool_call"}
+    assert calls["edit1"]["status"] == "completed"
+    assert calls["edit1"]["content"][0]["type"] == "diff"
+    assert calls["edit1"]["rawInput"] == edit
+    assert calls["read1"]["status"] == "failed"
+    plans = [u for u in replayed if u["sessionUpdate"] == "plan"]
+    assert len(plans) == 1 and [e["status"] for e in plans[0]["entries"]] == [
+        "completed",
+        "pending",
+    ]
+    # Nothing more arrives for the session after the answer.
+    time.sleep(0.3)
+    assert len(fresh.updates(session_id)) == len(replayed)
+
+    # The model's history came back: the next request holds the whole conversation.
+    fake_llm.script(text("Third answer."))
+    assert fresh.prompt(session_id, "Third?")["stopReason"] == "end_turn"
+    before = fake_llm.requests[-2].body["messages"]
+    after = fake_llm.requests[-1].body["messages"]
+    assert after[1:-1] == [*before[1:], {"role": "assistant", "content": "Second answer."}]
+    assert after[-1] == {"role": "user", "content": "Third?"}
+
+
+def test_load_of_an_unknown_session_is_invalid_params(heron, workspace):
+    client = heron()
+    with pytest.raises(RpcError) as err:
+        client.request(
+            "session/load", {"sessionId": "sess_nope", "cwd": workspace, "mcpServers": []}
+        )
+    assert err.value.code == -32602
+    assert "unknown session" in err.value.message and "sess_nope" in err.value.message
+    with pytest.raises(RpcError) as err:
+        client.request(
+            "session/resume", {"sessionId": "sess_nope", "cwd": workspace, "mcpServers": []}
+        )
+    assert err.value.code == -32602
+
+
+def test_resume_restores_the_history_without_replaying(heron, fake_llm, workspace):
+    fake_llm.script(text("I am Heron."), text("You asked who I am."))
+    first = heron()
+    session_id = first.new_session(workspace)
+    first.prompt(session_id, "Who are you?")
+    stop(first)
+
+    second = heron()
+    resume = second.request_async(
+        "session/resume", {"sessionId": session_id, "cwd": workspace, "mcpServers": []}
+    )
+    assert resume.result() == {}
+    assert resume.updates() == []
+    second.prompt(session_id, "What did I ask?")
+    messages = fake_llm.requests[-1].body["messages"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
+    assert messages[2]["content"] == "I am Heron."
+
+
+def test_a_session_killed_mid_turn_loads_cleanly(heron, fake_llm, workspace):
+    Path(workspace, "a.txt").write_text("alpha\n")
+    fake_llm.script(
+        tool_calls(Call("read_file", {"path": "a.txt"}, id="r1")),
+        tool_calls(Call("bash", {"command": "sleep 30"}, id="b1")),
+    )
+    first = heron(*FULL)
+    session_id = first.new_session(workspace)
+    first.prompt_async(session_id, "Look around")
+    first.wait_for_update(
+        lambda u: u.get("toolCallId") == "b1" and u.get("status") == "in_progress"
+    )
+    time.sleep(0.3)  # the read's result and the bash announcement are written by now
+    first.proc.send_signal(signal.SIGKILL)
+    first.proc.wait(5)
+
+    second = heron(*FULL)
+    load = second.request_async(
+        "session/load", {"sessionId": session_id, "cwd": workspace, "mcpServers": []}
+    )
+    assert load.result() == {}
+    calls = {u["toolCallId"]: u for u in load.updates() if u["sessionUpdate"] == "tool_call"}
+    assert calls["r1"]["status"] == "completed"
+    assert calls["b1"]["status"] == "failed"  # interrupted: replays as failed
+    # The conversation goes on, and every tool call in the history has its answer.
+    fake_llm.script(text("Resumed."))
+    assert second.prompt(session_id, "Go on")["stopReason"] == "end_turn"
+    messages = fake_llm.requests[-1].body["messages"]
+    answered = {m["tool_call_id"] for m in messages if m["role"] == "tool"}
+    assert answered == {"r1", "b1"}
+    assert "alpha" in next(m["content"] for m in messages if m.get("tool_call_id") == "r1")
+
+
+# -- title, list -----------------------------------------------------------------------------
+
+
+def test_the_first_prompt_titles_the_session(heron, fake_llm, workspace):
+    fake_llm.script(text("ok"), text("ok again"))
+    client = heron()
+    session_id = client.new_session(workspace)
+    prompt = (
+        "Please refactor the configuration loader so that environment variables win over "
+        "the file\nand add tests"
+    )
+    turn = client.prompt(session_id, prompt)
+    infos = [u for u in turn["updates"] if u["sessionUpdate"] == "session_info_update"]
+    assert len(infos) == 1
+    title = infos[0]["title"]
+    assert title == "Please refactor the configuration loader so that…"
+    listed = client.request("session/list", {})["sessions"]
+    assert [(s["sessionId"], s["title"]) for s in listed] == [(session_id, title)]
+    first_update = listed[0]["updatedAt"]
+    second = client.prompt(session_id, "Another thing")
+    assert not [u for u in second["updates"] if u["sessionUpdate"] == "session_info_update"]
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        listed = client.request("session/list", {})["sessions"]
+        if listed[0]["updatedAt"] != first_update:
+            break
+        time.sleep(0.05)
+    assert listed[0]["updatedAt"] > first_update
+    assert listed[0]["title"] == title
+
+
+def seed_sessions(path: Path, count: int, cwd: str) -> list[str]:
+    """Stored sessions written straight into the store with Heron's own schema."""
+    from agent.store import db
+
+    conn = db.connect(path)
+    ids = []
+    conn.execute("BEGIN IMMEDIATE")
+    for n in range(count):
+        session_id = f"sess_seed{n:05d}"
+        stamp = f"2025-01-01T00:00:{n // 1000:02d}.{n % 1000:03d}000Z"
+        db.upsert_session(
+            conn, db.SessionRow(session_id, cwd, [], f"Seed {n}", stamp, stamp, "ask", "m")
+        )
+        ids.append(session_id)
+    conn.execute("COMMIT")
+    conn.close()
+    return ids[::-1]  # newest first
+
+
+def test_list_pages_newest_first_and_filters_by_cwd(
+    heron, fake_llm, workspace, heron_home, tmp_path
+):
+    other = tmp_path / "other"
+    other.mkdir()
+    seeded = seed_sessions(store_path(heron_home), 120, str(other))
+    fake_llm.script(text("ok"))
+    client = heron()
+    mine = client.new_session(workspace)
+    client.prompt(mine, "hello")
+    stop(client)
+
+    client = heron()
+    pages, cursor = [], None
+    while True:
+        params = {"cursor": cursor} if cursor else {}
+        page = client.request("session/list", params)
+        pages.append(page["sessions"])
+        cursor = page.get("nextCursor")
+        if not cursor:
+            break
+    assert [len(p) for p in pages] == [50, 50, 21]
+    listed = [s["sessionId"] for p in pages for s in p]
+    assert listed == [mine, *seeded]
+    assert pages[0][0]["cwd"] == workspace and pages[0][0]["title"] == "hello"
+
+    only_mine = client.request("session/list", {"cwd": workspace})
+    assert [s["sessionId"] for s in only_mine["sessions"]] == [mine]
+    assert "nextCursor" not in only_mine
+    nothing = client.request("session/list", {"cwd": str(tmp_path / "nowhere")})
+    assert nothing == {"sessions": []}
+
+    with pytest.raises(RpcError) as err:
+        client.request("session/list", {"cursor": "not a cursor!"})
+    assert err.value.code == -32602
+
+
+# -- close, delete ---------------------------------------------------------------------------
+
+
+def test_close_cancels_the_running_turn_and_keeps_the_session(heron, fake_llm, workspace):
+    fake_llm.script(stall(text("Working on it")))
+    client = heron()
+    session_id = client.new_session(workspace)
+    pending = client.prompt_async(session_id, "Do a long thing")
+    client.wait_for_update(lambda u: u["sessionUpdate"] == "agent_message_chunk")
+    assert client.request("session/close", {"sessionId": session_id}) == {}
+    assert pending.result(5) == {"stopReason": "cancelled"}
+    assert fake_llm.client_gone.wait(5)
+    # Closed: gone from memory...
+    with pytest.raises(RpcError) as err:
+        client.request("session/prompt", {"sessionId": session_id, "prompt": []})
+    assert err.value.code == -32602
+    # ...but kept in the store, with what was said so far.
+    assert [s["sessionId"] for s in client.request("session/list", {})["sessions"]] == [session_id]
+    load = client.request_async(
+        "session/load", {"sessionId": session_id, "cwd": workspace, "mcpServers": []}
+    )
+    assert load.result() == {}
+    assert editor_view(load.updates()) == [
+        user_chunk({"type": "text", "text": "Do a long thing"}),
+        agent_chunk("Working on it"),
+    ]
+    # Closing twice, or an unknown session, is not an error.
+    assert client.request("session/close", {"sessionId": session_id}) == {}
+    assert client.request("session/close", {"sessionId": "sess_unknown"}) == {}
+
+
+def test_delete_removes_the_session_from_the_store(heron, fake_llm, workspace):
+    fake_llm.script(text("one"), text("two"))
+    client = heron()
+    keep = client.new_session(workspace)
+    client.prompt(keep, "keep me")
+    gone = client.new_session(workspace)
+    client.prompt(gone, "delete me")
+    assert client.request("session/delete", {"sessionId": gone}) == {}
+    assert [s["sessionId"] for s in client.request("session/list", {})["sessions"]] == [keep]
+    with pytest.raises(RpcError):
+        client.request("session/load", {"sessionId": gone, "cwd": workspace, "mcpServers": []})
+    assert client.request("session/delete", {"sessionId": "sess_never_was"}) == {}
+    stop(client)
+    again = heron()
+    assert [s["sessionId"] for s in again.request("session/list", {})["sessions"]] == [keep]
+
+
+# -- sharing and failures --------------------------------------------------------------------
+
+
+def test_two_processes_share_one_store(heron, fake_llm, workspace):
+    fake_llm.script(*[text(f"answer {n}", delay=0.005) for n in range(12)])
+    a, b = heron(), heron()
+    sessions = {a: a.new_session(workspace), b: b.new_session(workspace)}
+    for n in range(6):
+        pendings = [c.prompt_async(sessions[c], f"turn {n}") for c in (a, b)]
+        for p in pendings:
+            assert p.result(15)["stopReason"] == "end_turn"
+    stop(a)
+    stop(b)
+    for client in (a, b):
+        assert "locked" not in client.stderr and "not be saved" not in client.stderr
+    c = heron()
+    listed = {s["sessionId"] for s in c.request("session/list", {})["sessions"]}
+    assert listed == set(sessions.values())
+    for session_id in sessions.values():
+        load = c.request_async(
+            "session/load", {"sessionId": session_id, "cwd": workspace, "mcpServers": []}
+        )
+        load.result()
+        users = [u for u in load.updates() if u["sessionUpdate"] == "user_message_chunk"]
+        assert [u["content"]["text"] for u in users] == [f"turn {n}" for n in range(6)]
+
+
+@pytest.mark.parametrize("broken", ["not-a-directory", "corrupt-file"])
+def test_an_unusable_store_is_said_once_and_heron_keeps_working(
+    heron, fake_llm, workspace, tmp_path, broken
+):
+    data = tmp_path / "data"
+    if broken == "not-a-directory":
+        data.write_text("a file where the data directory should be")
+        data_dir = data / "heron"
+    else:
+        data.mkdir()
+        (data / "sessions.db").write_bytes(b"this is not a database" * 100)
+        data_dir = data
+    fake_llm.script(text("first"), text("second"))
+    client = heron(env={"HERON_DATA_DIR": str(data_dir)})
+    session_id = client.new_session(workspace)
+    first = client.prompt(session_id, "hello")
+    assert first["stopReason"] == "end_turn"
+    kinds = [u["sessionUpdate"] for u in first["updates"]]
+    said = "".join(u["content"]["text"] for u in first["updates"] if "content" in u)
+    assert set(kinds) == {"agent_message_chunk", "session_info_update", "usage_update"}
+    assert "will not be saved" in said and said.endswith("first")
+    second = client.prompt(session_id, "again")
+    assert second["stopReason"] == "end_turn"
+    assert "will not be saved" not in json.dumps(second["updates"])
+    # the conversation itself goes on in memory
+    assert [m["role"] for m in fake_llm.requests[-1].body["messages"]] == [
+        "system",
+        "user",
+        "assistant",
+        "user",
+    ]
+    assert "sessions will not be saved" in client.stderr
+    assert client.request("session/list", {}) == {"sessions": []}
+    if broken == "corrupt-file":
+        assert (data / "sessions.db").read_bytes() == b"this is not a database" * 100
+
+
+def test_data_dir_flag_places_the_store(heron, fake_llm, workspace, tmp_path):
+    fake_llm.script(text("ok"))
+    client = heron("--data-dir", str(tmp_path / "elsewhere"))
+    client.prompt(client.new_session(workspace), "hi")
+    stop(client)
+    conn = sqlite3.connect(tmp_path / "elsewhere" / "sessions.db")
+    assert conn.execute("SELECT title FROM sessions").fetchall() == [("hi",)]
+    assert os.path.exists(tmp_path / "elsewhere" / "sessions.db")
+
+
+# -- usage -----------------------------------------------------------------------------------
+
+
+def usage_updates(updates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [u for u in updates if u["sessionUpdate"] == "usage_update"]
+
+
+def test_each_model_response_reports_usage_from_the_server(heron, fake_llm, workspace):
+    fake_llm.script(
+        tool_calls(
+            Call("list_directory", {"path": "."}, id="l1"),
+            usage={"prompt_tokens": 1200, "completion_tokens": 34, "total_tokens": 1234},
+        ),
+        text("done", usage={"prompt_tokens": 1500, "completion_tokens": 5, "total_tokens": 1505}),
+    )
+    client = heron()
+    turn = client.prompt(client.new_session(workspace), "look")
+    assert fake_llm.requests[0].body["stream_options"] == {"include_usage": True}
+    # the fake model is in no table and /v1/models says nothing about its window
+    assert usage_updates(turn["updates"]) == [
+        {"sessionUpdate": "usage_update", "used": 1234, "size": 128000},
+        {"sessionUpdate": "usage_update", "used": 1505, "size": 128000},
+    ]
+
+
+def test_the_context_window_setting_sets_the_size(heron, fake_llm, workspace):
+    fake_llm.script(text("ok"))
+    client = heron(env={"HERON_CONTEXT_WINDOW": "5000"})
+    turn = client.prompt(client.new_session(workspace), "hi")
+    [usage] = usage_updates(turn["updates"])
+    assert usage["size"] == 5000 and usage["used"] > 0
+
+
+# -- compaction ------------------------------------------------------------------------------
+
+
+def compaction_notes(updates: list[dict[str, Any]]) -> list[str]:
+    return [
+        u["content"]["text"]
+        for u in updates
+        if u["sessionUpdate"] == "agent_message_chunk" and "Compacted" in u["content"]["text"]
+    ]
+
+
+def test_a_conversation_near_the_window_is_compacted_and_the_turn_goes_on(
+    heron, fake_llm, workspace
+):
+    long_request = "Please read this carefully. " + "lorem ipsum " * 600  # ~7200 chars
+    fake_llm.script(text("Read it."), text("SUMMARY: the user sent a long text."), text("Sure."))
+    client = heron(env={"HERON_CONTEXT_WINDOW": "2500"})
+    session_id = client.new_session(workspace)
+    first = client.prompt(session_id, long_request)
+    assert not compaction_notes(first["updates"])
+    second = client.prompt(session_id, "Now what?")
+    assert second["stopReason"] == "end_turn"
+    assert len(compaction_notes(second["updates"])) == 1
+    summarizer, main = fake_llm.requests[1].body, fake_llm.requests[2].body
+    assert "tools" not in summarizer and "lorem ipsum" in summarizer["messages"][-1]["content"]
+    messages = main["messages"]
+    assert messages[1]["content"].endswith("SUMMARY: the user sent a long text.")
+    assert messages[2:] == [
+        {"role": "assistant", "content": "Read it."},
+        {"role": "user", "content": "Now what?"},
+    ]
+    assert "lorem ipsum" not in json.dumps(messages)
+    stop(client)
+
+    # The store keeps the compacted history; the replay still shows everything.
+    fake_llm.script(text("Continuing."))
+    again = heron(env={"HERON_CONTEXT_WINDOW": "2500"})
+    load = again.request_async(
+        "session/load", {"sessionId": session_id, "cwd": workspace, "mcpServers": []}
+    )
+    load.result()
+    users = [u for u in load.updates() if u["sessionUpdate"] == "user_message_chunk"]
+    assert [u["content"]["text"] for u in users] == [long_request, "Now what?"]
+    again.prompt(session_id, "Go on")
+    resumed = fake_llm.requests[-1].body["messages"]
+    assert resumed[1]["content"].endswith("SUMMARY: the user sent a long text.")
+    assert "lorem ipsum" not in json.dumps(resumed)
+
+
+def test_a_request_rejected_for_its_length_is_compacted_and_retried(heron, fake_llm, workspace):
+    fake_llm.script(
+        text("First answer."),
+        error(
+            400,
+            "This model's maximum context length is 4096 tokens. However, your messages "
+            "resulted in 5000 tokens.",
+            code="context_length_exceeded",
+        ),
+        text("SUMMARY of it."),
+        text("Second answer."),
+    )
+    client = heron()
+    session_id = client.new_session(workspace)
+    client.prompt(session_id, "First question")
+    second = client.prompt(session_id, "Second question")
+    assert second["stopReason"] == "end_turn"
+    assert len(compaction_notes(second["updates"])) == 1
+    retried = fake_llm.requests[3].body["messages"]
+    assert retried[1]["content"].endswith("SUMMARY of it.")
+    assert retried[-1] == {"role": "user", "content": "Second question"}
+
+
+def test_a_rejection_that_compaction_cannot_help_fails_the_turn_readably(
+    heron, fake_llm, workspace
+):
+    fake_llm.script(error(400, "maximum context length exceeded", code="context_length_exceeded"))
+    client = heron()
+    session_id = client.new_session(workspace)
+    with pytest.raises(RpcError) as err:
+        client.prompt(session_id, "x" * 100)
+    assert "context length" in err.value.message

@@ -1,0 +1,160 @@
+"""The session store's parts on their own: schema and migrations, the store thread, replay
+folding, titles and the repair of a history cut mid-turn. End to end: test_sessions_e2e.py."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+from pathlib import Path
+
+import anyio
+import pytest
+
+from agent.store import db
+from agent.store.replay import INTERRUPTED, replay_updates
+from agent.store.saver import answer_dangling_calls, make_title
+from agent.store.store import Store
+
+
+def row(session_id: str, updated: str = "2025-01-01T00:00:00.000000Z") -> db.SessionRow:
+    return db.SessionRow(session_id, "/w", [], None, updated, updated, "ask", "m")
+
+
+def test_a_new_store_gets_the_current_schema_and_reopens_cleanly(tmp_path: Path):
+    path = tmp_path / "d" / "sessions.db"
+    conn = db.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == db.SCHEMA_VERSION
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn.close()
+    db.connect(path).close()  # already migrated: nothing to do, no error
+
+
+def test_a_store_from_a_newer_heron_is_refused_not_touched(tmp_path: Path):
+    path = tmp_path / "sessions.db"
+    raw = sqlite3.connect(path)
+    raw.execute(f"PRAGMA user_version = {db.SCHEMA_VERSION + 1}")
+    raw.close()
+    with pytest.raises(db.StoreTooNew):
+        db.connect(path)
+
+
+def test_save_load_and_delete(tmp_path: Path):
+    conn = db.connect(tmp_path / "s.db")
+    conn.execute("BEGIN IMMEDIATE")
+    db.upsert_session(conn, row("a"))
+    db.put_history(conn, "a", 0, ['{"role": "user", "content": "hi"}'], replace=False)
+    db.put_updates(conn, "a", 0, ['{"sessionUpdate": "user_message_chunk"}'])
+    db.put_history(conn, "a", 0, ['{"role": "user", "content": "summary"}'], replace=True)
+    conn.execute("COMMIT")
+    stored = db.load_session(conn, "a")
+    assert stored is not None
+    assert stored.history == [{"role": "user", "content": "summary"}]
+    assert stored.transcript == [{"sessionUpdate": "user_message_chunk"}]
+    conn.execute("BEGIN IMMEDIATE")
+    db.delete_session(conn, "a")
+    conn.execute("COMMIT")
+    assert db.load_session(conn, "a") is None
+    assert conn.execute("SELECT count(*) FROM history").fetchone()[0] == 0
+
+
+def _write_many(path: str, prefix: str, count: int) -> None:
+    conn = db.connect(Path(path))
+    for n in range(count):
+        conn.execute("BEGIN IMMEDIATE")
+        db.upsert_session(conn, row(f"{prefix}{n}"))
+        db.put_updates(conn, f"{prefix}{n}", 0, ["{}"] * 20)
+        conn.execute("COMMIT")
+    conn.close()
+
+
+def test_two_processes_write_at_once_without_locking_errors(tmp_path: Path):
+    path = str(tmp_path / "shared.db")
+    db.connect(Path(path)).close()
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_write_many, args=(path, p, 200)) for p in ("x", "y")]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0, 0]
+    conn = db.connect(Path(path))
+    assert conn.execute("SELECT count(*) FROM sessions").fetchone()[0] == 400
+    assert conn.execute("SELECT count(*) FROM updates").fetchone()[0] == 8000
+
+
+def test_the_store_thread_keeps_order_and_reads_see_earlier_writes(tmp_path: Path):
+    store = Store(tmp_path / "s.db")
+
+    async def main() -> list[db.SessionRow]:
+        for n in range(100):
+            store.write(lambda conn, n=n: db.upsert_session(conn, row(f"s{n:03d}", f"t{n:03d}")))
+        return await store.read(lambda conn: db.list_sessions(conn, None, None, 1000))
+
+    rows = anyio.run(main)
+    assert [r.id for r in rows] == [f"s{n:03d}" for n in range(99, -1, -1)]
+    assert store.failure is None
+
+
+def test_an_unopenable_store_turns_off_and_says_why(tmp_path: Path):
+    (tmp_path / "file").write_text("")
+    store = Store(tmp_path / "file" / "sessions.db")
+
+    async def main() -> object:
+        store.write(lambda conn: None)
+        return await store.read(lambda conn: "never")
+
+    assert anyio.run(main) is None
+    assert store.failure and "cannot open" in store.failure
+
+
+def test_replay_folds_tool_calls_keeps_the_last_plan_and_fails_open_calls():
+    plan = {"sessionUpdate": "plan", "entries": []}
+    last_plan = {"sessionUpdate": "plan", "entries": [{"content": "x"}]}
+    text = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "a"}}
+    transcript = [
+        text,
+        {"sessionUpdate": "tool_call", "toolCallId": "1", "title": "t", "status": "pending"},
+        plan,
+        {"sessionUpdate": "tool_call_update", "toolCallId": "1", "status": "completed"},
+        {"sessionUpdate": "tool_call", "toolCallId": "2", "title": "u", "status": "pending"},
+        {"sessionUpdate": "tool_call_update", "toolCallId": "2", "status": "in_progress"},
+        last_plan,
+    ]
+    replayed = replay_updates(transcript)
+    assert replayed[0] == text
+    assert replayed[1] == {
+        "sessionUpdate": "tool_call",
+        "toolCallId": "1",
+        "title": "t",
+        "status": "completed",
+    }
+    assert replayed[2]["status"] == "failed"
+    assert replayed[2]["content"][-1]["content"]["text"] == INTERRUPTED
+    assert replayed[3:] == [last_plan]
+    assert transcript[1]["status"] == "pending"  # the session's own transcript is untouched
+
+
+@pytest.mark.parametrize(
+    ("prompt", "title"),
+    [
+        ("Fix the bug", "Fix the bug"),
+        ("\n\n  First line  \nsecond line", "First line"),
+        ("word " * 30, "word word word word word word word word word word word word…"),
+        ("x" * 100, "x" * 60 + "…"),
+    ],
+)
+def test_titles(prompt: str, title: str):
+    assert make_title(prompt) == title
+
+
+def test_a_history_cut_mid_turn_gets_answers_for_its_open_calls():
+    call = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+    other = {**call, "id": "c2"}
+    history = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": [call, other]},
+        {"role": "tool", "tool_call_id": "c2", "content": "done"},
+    ]
+    fixed = answer_dangling_calls(history)
+    assert [m.get("tool_call_id") for m in fixed] == [None, None, "c1", "c2"]
+    assert answer_dangling_calls(fixed) is fixed  # nothing left to answer
