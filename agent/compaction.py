@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from contextlib import aclosing
 from typing import Any
 
@@ -35,17 +34,6 @@ SUMMARIZER = (
     "outcomes, errors still open, and what was about to happen next. Be factual and concise; "
     "write it as notes, not as a reply to anyone."
 )
-
-_OVERFLOW = re.compile(
-    r"context.{0,20}(length|size|window)|maximum context|too many tokens|prompt is too long|"
-    r"exceeds? the (available )?context|input is too long",
-    re.IGNORECASE,
-)
-
-
-def is_context_overflow(message: str) -> bool:
-    """A server's error text that says the request was too long for the model."""
-    return bool(_OVERFLOW.search(message))
 
 
 def needs_compaction(messages: list[dict[str, Any]], window: int) -> bool:

@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from pydantic import ValidationError
 
-from agent.compaction import compact, is_context_overflow, needs_compaction
+from agent.compaction import compact, needs_compaction
 from agent.context import system_prompt, user_message
 from agent.llm import (
+    ContextTooLong,
     Finished,
     LLMError,
     RawToolCall,
@@ -148,7 +149,8 @@ class Turn:
         try:
             return await self._ask_model_once()
         except RpcError as exc:
-            if not is_context_overflow(exc.message) or not await self.compact_history(force=True):
+            too_long = isinstance(exc.__cause__, ContextTooLong)
+            if not too_long or not await self.compact_history(force=True):
                 raise
         return await self._ask_model_once()
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.compaction import is_context_overflow, split_point
+from agent.compaction import split_point
+from agent.llm.errors import error_detail
 
 
 def call(call_id: str) -> dict:
@@ -39,7 +40,7 @@ def test_the_cut_never_separates_a_tool_call_from_its_results():
     ],
 )
 def test_context_overflow_errors_are_recognized(message):
-    assert is_context_overflow(message)
+    assert error_detail({"error": {"message": message}})[1]
 
 
 @pytest.mark.parametrize(
@@ -47,7 +48,7 @@ def test_context_overflow_errors_are_recognized(message):
     ["The model server answered HTTP 401: bad key", "Model 'x' was not found (404)"],
 )
 def test_other_errors_are_not(message):
-    assert not is_context_overflow(message)
+    assert not error_detail({"error": {"message": message}})[1]
 
 
 @pytest.mark.parametrize(
@@ -59,4 +60,4 @@ def test_other_errors_are_not(message):
 )
 def test_real_servers_context_errors_are_recognized(capture):
     body = json.loads((Path(__file__).parent / "data" / "real-servers" / capture).read_text())
-    assert is_context_overflow(body["error"]["message"])
+    assert error_detail(body)[1]

@@ -14,7 +14,8 @@ MAX_DETAIL = 300
 _TRACEBACK = re.compile(r'\s*File "[^"]*", line \d+, in \S+\s*')
 _PATH = re.compile(r"(?<![\w.:/])/(?:[\w.+-]+/)+[\w.+-]+")
 _CONTEXT = re.compile(
-    r"context[ _-]?(length|size|window)|maximum context|too many tokens|prompt is too long",
+    r"context[ _-]?(length|size|window)|maximum context|too many tokens|prompt is too long|"
+    r"exceeds? the (available )?context|input is too long",
     re.IGNORECASE,
 )
 _CONTEXT_CODES = {"context_length_exceeded", "exceed_context_size_error"}
