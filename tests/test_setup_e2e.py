@@ -115,7 +115,7 @@ def test_a_failed_test_request_writes_nothing_unless_confirmed(
 def test_ctrl_c_leaves_the_file_alone(terminal, config_file):  # noqa: F811
     term = terminal("setup", env=NO_MODEL)
     term.expect("Endpoint: ")
-    term.type("\x03")
+    term.interrupt()
     assert term.wait() == 130
     assert "nothing was written" in term.screen
     assert "Traceback" not in term.screen
@@ -148,5 +148,5 @@ def test_the_editor_s_terminal_auth_command_line_runs_setup(
     term = terminal("--mode", "ask", "--config", str(config), "setup", env=NO_MODEL)
     term.expect(f"saved in {config}")
     term.expect("Endpoint: ")
-    term.type("\x03")
+    term.interrupt()
     assert term.wait() == 130
