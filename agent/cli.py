@@ -2,8 +2,8 @@
 
 Start-up is tuned for the editor's first question. The heavy imports (asyncio, pydantic,
 jsonrpcserver) start in a background thread while the main thread reads the first line; if it
-is a plain `initialize` it is answered at once from `agent.handshake`, then the full server takes
-over the same stdin buffer. The model client (openai) is imported later still, on first use.
+is a plain `initialize` it is answered at once from `agent.acp.handshake`, then the full server
+takes over the same stdin buffer. The model client (openai) is imported later still, on first use.
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def serve_stdio(settings: Settings, reload: Callable[[], Settings] | None = None
     initialize_params: dict[str, Any] | None = None
     message = _parse(first)
     if message is not None and _is_plain_initialize(message):
-        from agent.handshake import initialize_result, offers_terminal_auth
+        from agent.acp.handshake import initialize_result, offers_terminal_auth
 
         result = initialize_result(offers_terminal_auth(message["params"]))
         answer = {"jsonrpc": "2.0", "id": message["id"], "result": result}
@@ -119,7 +119,7 @@ def serve_stdio(settings: Settings, reload: Callable[[], Settings] | None = None
         pending.append(first)
 
     warm.join()
-    from agent.server import run_server
+    from agent.acp.server import run_server
     from agent.shutdown import run_then_exit
 
     # Never returns: leaves without finalizing, as the stdin reader thread may still be
@@ -133,7 +133,7 @@ def serve_stdio(settings: Settings, reload: Callable[[], Settings] | None = None
 
 
 def _import_server() -> None:
-    import agent.server  # noqa: F401  (warms the module cache for the main thread)
+    import agent.acp.server  # noqa: F401  (warms the module cache for the main thread)
 
 
 def _parse(line: bytes) -> Any:
@@ -144,6 +144,6 @@ def _parse(line: bytes) -> Any:
 
 
 def _is_plain_initialize(message: Any) -> bool:
-    from agent.handshake import is_plain_initialize
+    from agent.acp.handshake import is_plain_initialize
 
     return is_plain_initialize(message)

@@ -18,7 +18,7 @@ from urllib.parse import unquote, urlparse
 
 import anyio
 
-from agent.protocol import (
+from agent.acp.protocol import (
     EmbeddedResourceIn,
     ImageBlockIn,
     PromptBlock,

@@ -14,17 +14,17 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from agent.acp.protocol import ClientCapabilities, PromptBlock, StopReason
 from agent.config import Settings
 from agent.permissions import PermissionMemory
-from agent.protocol import ClientCapabilities, PromptBlock, StopReason
 from agent.tools import builtin_tools
 from agent.tools.base import Tool, ToolContext
 from agent.tools.files_backend import Files
 
 if TYPE_CHECKING:
+    from agent.acp.wire import Connection
     from agent.mcp.manager import McpManager
     from agent.store.saver import Saver
-    from agent.wire import Connection
 
 log = logging.getLogger("heron.session")
 

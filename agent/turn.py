@@ -20,22 +20,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from pydantic import ValidationError
 
-from agent.compaction import compact, needs_compaction
-from agent.context import system_prompt, user_message
-from agent.llm import (
-    ContextTooLong,
-    Finished,
-    LLMError,
-    RawToolCall,
-    TextDelta,
-    ThoughtDelta,
-    ToolCallNamed,
-    stream_chat,
-)
-from agent.llm.errors import where
-from agent.llm.probe import NO_TOOLS, known_tool_support, probe_tool_support, should_probe
-from agent.permissions.policy import Decision, decide, options_for, real_paths
-from agent.protocol import (
+from agent.acp.protocol import (
     AgentMessageChunk,
     AgentThoughtChunk,
     ContentItem,
@@ -54,10 +39,25 @@ from agent.protocol import (
     ToolCallStart,
     UserMessageChunk,
 )
+from agent.acp.wire import INTERNAL_ERROR, ConnectionClosed, RpcError
+from agent.compaction import compact, needs_compaction
+from agent.context import system_prompt, user_message
+from agent.llm import (
+    ContextTooLong,
+    Finished,
+    LLMError,
+    RawToolCall,
+    TextDelta,
+    ThoughtDelta,
+    ToolCallNamed,
+    stream_chat,
+)
+from agent.llm.errors import where
+from agent.llm.probe import NO_TOOLS, known_tool_support, probe_tool_support, should_probe
+from agent.permissions.policy import Decision, decide, options_for, real_paths
 from agent.store.replay import user_link_update
 from agent.tools.base import PlanChanged, Preview, Progress, Safety, Tool, ToolError, ToolResult
 from agent.usage import context_size, tokens_used
-from agent.wire import INTERNAL_ERROR, ConnectionClosed, RpcError
 
 if TYPE_CHECKING:
     from agent.session import Session

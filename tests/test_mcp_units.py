@@ -11,10 +11,10 @@ from types import SimpleNamespace
 import anyio
 import pytest
 
+from agent.acp.protocol import ToolCallProgress
 from agent.mcp.config import HttpServer, StdioServer, parse_servers, tool_name
 from agent.mcp.manager import McpManager
 from agent.mcp.tool import to_tool_result
-from agent.protocol import ToolCallProgress
 
 SERVER = str(Path(__file__).parent / "mcp_servers" / "tools_server.py")
 

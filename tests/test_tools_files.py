@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agent.protocol import ContentItem, DiffItem
+from agent.acp.protocol import ContentItem, DiffItem
 from agent.tools.base import Preview, Safety, Tool, ToolContext, ToolResult
 from agent.tools.files import (
     MAX_READ_BYTES,

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from agent.protocol import PlanEntry, PlanUpdate
+from agent.acp.protocol import PlanEntry, PlanUpdate
 from agent.tools.base import PlanChanged, Safety, ToolContext, ToolResult
 from agent.tools.plan import TodoWrite
 

@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import pytest
 
-from agent.protocol import ContentItem, TerminalItem
+from agent.acp.protocol import ContentItem, TerminalItem
 from agent.tools.base import Progress, Safety, ToolContext, ToolError, ToolResult
 from agent.tools.shell import Bash, OutputBuffer
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from agent.protocol import (
+from agent.acp.protocol import (
     BlobResourceContents,
     ContentItem,
     EmbeddedResource,

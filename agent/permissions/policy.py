@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.acp.protocol import PermissionOption
 from agent.permissions.commands import describe_key as describe_command_key
-from agent.protocol import PermissionOption
 from agent.tools.base import Safety, Tool, ToolContext
 
 # Folders whose files change what runs (git hooks and config, Heron's own settings): a write

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
 
-from agent.protocol import Incoming, SkipInvalid
+from agent.acp.protocol import Incoming, SkipInvalid
+from agent.acp.wire import INVALID_PARAMS, RpcError
 from agent.store.replay import replay_updates
 from agent.store.saver import Saver, restore
 from agent.store.store import Store, data_dir
-from agent.wire import INVALID_PARAMS, RpcError
 
 if TYPE_CHECKING:
     from agent.config import Settings

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel
 
-from agent.protocol import ContentItem, PlanEntry, ToolCallContent, ToolCallLocation, ToolKind
+from agent.acp.protocol import ContentItem, PlanEntry, ToolCallContent, ToolCallLocation, ToolKind
 from agent.tools.seen import SeenFiles
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from pathlib import Path
 import anyio
 from pydantic import BaseModel, Field
 
-from agent.protocol import ContentItem, DiffItem, ToolCallLocation
+from agent.acp.protocol import ContentItem, DiffItem, ToolCallLocation
 from agent.tools.base import OneShotTool, Preview, Safety, ToolContext, ToolError, ToolResult
 from agent.tools.files_backend import Current
 from agent.tools.files_io import NotAFile, NotText, WriteFailed

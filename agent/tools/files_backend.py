@@ -114,7 +114,7 @@ class Files:
             return Current(None)
 
     async def _editor_read(self, path: Path, extra: dict[str, Any]) -> str:
-        from agent.wire import RpcError
+        from agent.acp.wire import RpcError
 
         params = {"sessionId": self._session_id, "path": str(path), **extra}
         try:

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from agent.protocol import PlanEntry
+from agent.acp.protocol import PlanEntry
 from agent.tools.base import PlanChanged, Preview, Safety, Tool, ToolContext, ToolEvent, ToolResult
 
 

@@ -27,9 +27,7 @@ import anyio
 import anyio.lowlevel
 from pydantic import BaseModel, Field
 
-from agent.permissions.commands import command_keys
-from agent.processes import CommandTree, forget, open_process
-from agent.protocol import (
+from agent.acp.protocol import (
     ContentItem,
     CreateTerminalParams,
     CreateTerminalResult,
@@ -39,6 +37,8 @@ from agent.protocol import (
     TerminalOutputResult,
     TerminalParams,
 )
+from agent.permissions.commands import command_keys
+from agent.processes import CommandTree, forget, open_process
 from agent.tools.base import (
     Preview,
     Progress,

@@ -7,7 +7,7 @@ Two rules from the spec (ACP-NOTES §7) shape this module:
 - Emitted messages are strict: unknown fields are forbidden and `dump()` produces exactly the
   camelCase JSON the schema describes, with unset optional fields left out.
 
-The initialize answer is built in `agent.handshake` without pydantic, to keep start-up fast.
+The initialize answer is built in `agent.acp.handshake` without pydantic, to keep start-up fast.
 """
 
 from __future__ import annotations

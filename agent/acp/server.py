@@ -14,9 +14,8 @@ import anyio
 from pydantic import BaseModel, ValidationError
 
 from agent import llm
-from agent.config import Settings
-from agent.handshake import SETUP_METHOD_ID, initialize_result, offers_terminal_auth
-from agent.protocol import (
+from agent.acp.handshake import SETUP_METHOD_ID, initialize_result, offers_terminal_auth
+from agent.acp.protocol import (
     ClientCapabilities,
     InitializeParams,
     NewSessionParams,
@@ -24,9 +23,10 @@ from agent.protocol import (
     PromptParams,
     SessionIdParams,
 )
+from agent.acp.wire import INVALID_PARAMS, INVALID_REQUEST, Connection, RpcError
+from agent.config import Settings
 from agent.session import Session
 from agent.store.methods import SessionStore
-from agent.wire import INVALID_PARAMS, INVALID_REQUEST, Connection, RpcError
 
 log = logging.getLogger("heron.server")
 
