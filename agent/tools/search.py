@@ -92,13 +92,19 @@ async def run_rg(argv: list[str], cwd: Path, on_line: Callable[[bytes], bool]) -
                 return None
         code = await process.wait()
     finally:
-        with anyio.CancelScope(shield=True):
-            _kill(process)
-            await process.aclose()
-            forget(process.pid)
+        await _release(process)
     if code not in (0, 1) and errors:
         return errors.decode("utf-8", "replace").strip()
     return None
+
+
+async def _release(process: Process) -> None:
+    """Kill a search child if it still runs, close it and stop tracking it, even when the
+    call is being cancelled."""
+    with anyio.CancelScope(shield=True):
+        _kill(process)
+        await process.aclose()
+        forget(process.pid)
 
 
 def _kill(process: Process) -> None:
@@ -375,10 +381,7 @@ async def _grep_in_worker(
             await process.stdin.aclose()
         code = await process.wait()
     finally:
-        with anyio.CancelScope(shield=True):
-            _kill(process)
-            await process.aclose()
-            forget(process.pid)
+        await _release(process)
     if code != 0:
         complaint = err.decode("utf-8", "replace").strip().splitlines()
         raise ToolError(f"grep failed: {complaint[-1] if complaint else f'exit code {code}'}")
