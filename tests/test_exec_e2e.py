@@ -311,7 +311,8 @@ def test_an_edit_question_shows_the_diff(terminal, fake_llm, workspace):
     assert Path(workspace, "app.py").read_text() == "x = 2\n"
 
 
-def test_ctrl_c_cancels_the_turn_kills_the_command_and_exits_130(terminal, fake_llm, workspace):
+def _exec_a_long_command(terminal, fake_llm, workspace):
+    """`heron exec --yes` running `sleep 60` in a pty; returns the terminal and the sleep's pid."""
     pid_file = Path(workspace, "pid")
     command = f"echo $$ > {pid_file}; exec sleep 60"
     fake_llm.script(tool_calls(Call("bash", {"command": command})), text("never read"))
@@ -321,7 +322,11 @@ def test_ctrl_c_cancels_the_turn_kills_the_command_and_exits_130(terminal, fake_
     while not (pid_file.exists() and pid_file.read_text().strip()):
         assert time.monotonic() < deadline, term.screen
         time.sleep(0.05)
-    sleeper = int(pid_file.read_text())
+    return term, int(pid_file.read_text())
+
+
+def test_ctrl_c_cancels_the_turn_kills_the_command_and_exits_130(terminal, fake_llm, workspace):
+    term, sleeper = _exec_a_long_command(terminal, fake_llm, workspace)
     term.type("\x03")
     assert term.wait() == 130, term.screen
     assert "interrupted" in term.screen
@@ -333,15 +338,7 @@ def test_ctrl_c_cancels_the_turn_kills_the_command_and_exits_130(terminal, fake_
 
 
 def test_a_second_ctrl_c_exits_at_once_and_the_command_still_dies(terminal, fake_llm, workspace):
-    pid_file = Path(workspace, "pid")
-    command = f"echo $$ > {pid_file}; exec sleep 60"
-    fake_llm.script(tool_calls(Call("bash", {"command": command})), text("never read"))
-    term = terminal("exec", "--yes", "wait a minute")
-    term.expect("▸ Run")
-    deadline = time.monotonic() + 10
-    while not (pid_file.exists() and pid_file.read_text().strip()):
-        assert time.monotonic() < deadline, term.screen
-        time.sleep(0.05)
+    term, sleeper = _exec_a_long_command(terminal, fake_llm, workspace)
     # A stuck agent: the first Ctrl-C's cancel gets no answer, only the second one ends this.
     agent = int(Path(f"/proc/{term.pid}/task/{term.pid}/children").read_text().split()[0])
     os.kill(agent, signal.SIGSTOP)
@@ -356,7 +353,6 @@ def test_a_second_ctrl_c_exits_at_once_and_the_command_still_dies(terminal, fake
         os.kill(agent, signal.SIGCONT)
     assert "Traceback" not in term.screen
     # The agent saw its stdin close: it stops the command and exits on its own.
-    sleeper = int(pid_file.read_text())
     deadline = time.monotonic() + 5
     while _alive(sleeper):
         assert time.monotonic() < deadline, "the command outlived heron exec"
