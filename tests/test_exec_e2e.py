@@ -90,7 +90,8 @@ def test_json_prints_schema_valid_updates_then_the_stop_reason(run_exec, fake_ll
     assert done.returncode == 0, done.stderr
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     *updates, final = lines
-    assert final == {"stopReason": "end_turn"}
+    # The session id too, so that a script can continue it (`heron exec --session ID`).
+    assert final == {"stopReason": "end_turn", "sessionId": updates[0]["sessionId"]}
     assert validate_client_payload("PromptResponse", final) == []
     for params in updates:
         assert validate_client_payload("SessionNotification", params) == [], params
@@ -128,7 +129,7 @@ def test_running_out_of_model_requests_exits_3(run_exec, fake_llm):
     fake_llm.script(tool_calls(Call("list_directory", {"path": "."})), text("never"))
     done = run_exec("--max-turn-requests", "1", "--json", "go")
     assert done.returncode == 3
-    assert json.loads(done.stdout.splitlines()[-1]) == {"stopReason": "max_turn_requests"}
+    assert json.loads(done.stdout.splitlines()[-1])["stopReason"] == "max_turn_requests"
     assert "--max-turn-requests" in done.stderr
 
 

@@ -79,6 +79,9 @@ class Trace:
     def note(self, text: str) -> None:
         self.line(self.paint(text, YELLOW))
 
+    def info(self, text: str) -> None:
+        self.line(self.paint(text, DIM))
+
     def error(self, text: str) -> None:
         self.line(self.paint(f"heron: {text}", RED, BOLD))
 
