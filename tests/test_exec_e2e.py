@@ -300,6 +300,28 @@ def test_a_question_is_asked_on_the_terminal(terminal, fake_llm, workspace, answ
     assert "\x1b[" in term.output  # a terminal: colours
 
 
+def test_a_question_shows_control_characters_instead_of_obeying_them(terminal, fake_llm, workspace):
+    # A carriage return and "erase line" would make this command read as `ls`.
+    command = "touch evil #\r\x1b[2Kls"
+    fake_llm.script(tool_calls(Call("bash", {"command": command})), text("Not\x1b[8m hidden"))
+    term = terminal("exec", "--mode", "ask", "go")
+    term.expect("Allow?")
+    assert "\x1b[2K" not in term.output
+    assert "$ touch evil #\\x0d\\x1b[2Kls" in term.screen
+    assert "Run `touch evil # \\x1b[2Kls`" in term.screen  # the title too
+    term.type("n\r")
+    assert term.wait() == 0, term.screen
+    assert not Path(workspace, "evil").exists()
+    assert "\x1b[8m" not in term.output and "Not\\x1b[8m hidden" in term.screen
+
+
+def test_piped_output_keeps_the_model_s_text_exactly(run_exec, fake_llm):
+    fake_llm.script(text("tab\there\n\x1b[1mbold\x1b[0m\x07"))
+    done = run_exec("go")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "tab\there\n\x1b[1mbold\x1b[0m\x07\n"
+
+
 def test_an_edit_question_shows_the_diff(terminal, fake_llm, workspace):
     Path(workspace, "app.py").write_text("x = 1\n")
     edit = {"path": "app.py", "old_string": "x = 1", "new_string": "x = 2"}
