@@ -557,6 +557,48 @@ def test_with_fs_capability_files_go_through_the_editor(heron, fake_llm, workspa
             )
 
 
+def test_write_file_asks_the_editor_only_about_a_file_it_may_hold(heron, fake_llm, workspace):
+    """A new file (not on disk, never opened through the editor) is written without reading it
+    through the editor first: acpx logs "Resource not found" for every such read (issue 10).
+    A file Heron did read through the editor and that is gone from disk since may live on as
+    an unsaved buffer: that one is asked for, and the change is shown against it."""
+    kept = Path(workspace, "kept.txt")
+    kept.write_text("in the editor\n")
+    fake_llm.script(
+        tool_calls(Call("read_file", {"path": "kept.txt"}, id="r")),
+        tool_calls(Call("write_file", {"path": "new/deep/fresh.txt", "content": "hi\n"}, id="n")),
+        tool_calls(Call("write_file", {"path": "kept.txt", "content": "rewritten\n"}, id="k")),
+        text("ok"),
+    )
+    client = heron(*FULL, client_capabilities=FS_CAPS)
+    served = client.handlers["fs/read_text_file"]
+
+    def read_then_delete_on_disk(params: dict[str, Any]) -> Any:
+        answer = served(params)
+        if params["path"] == str(kept) and kept.exists():
+            client.buffers[str(kept)] = kept.read_text()  # only the editor has it now
+            kept.unlink()
+        return answer
+
+    client.handlers["fs/read_text_file"] = read_then_delete_on_disk
+    turn = client.prompt(client.new_session(workspace), "go")
+    assert turn["stopReason"] == "end_turn"
+    reads = [r.params["path"] for r in client.agent_requests if r.method == "fs/read_text_file"]
+    # The read_file, then for the rewrite (its preview, and again just before writing).
+    assert reads[0] == str(kept) and set(reads) == {str(kept)} and len(reads) > 1
+    assert statuses(turn["updates"], "n")[-1] == "completed"
+    assert Path(workspace, "new", "deep", "fresh.txt").read_text() == "hi\n"
+    assert last(turn["updates"], "n")["content"][0]["oldText"] is None  # shown as new
+    assert statuses(turn["updates"], "k")[-1] == "completed"
+    assert last(turn["updates"], "k")["content"] == [
+        {"type": "diff", "path": str(kept), "oldText": "in the editor\n", "newText": "rewritten\n"}
+    ]
+    assert client.fs_writes == [
+        (str(Path(workspace, "new", "deep", "fresh.txt")), "hi\n"),
+        (str(kept), "rewritten\n"),
+    ]
+
+
 def test_without_fs_capability_files_are_read_and_written_locally(heron, fake_llm, workspace):
     a = Path(workspace, "a.txt")
     a.write_text("saved on disk\n")
