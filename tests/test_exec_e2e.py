@@ -392,6 +392,15 @@ def test_ctrl_c_during_a_question_exits_130(terminal, fake_llm, workspace):
     assert not Path(workspace, "ran").exists()
 
 
+def test_ctrl_c_while_the_prompt_is_typed_exits_130(terminal, fake_llm):
+    term = terminal("exec", "-")  # the prompt from stdin: here, the terminal
+    term.type("half a prom")
+    term.interrupt()
+    assert term.wait() == 130, term.screen
+    assert "Traceback" not in term.screen
+    assert fake_llm.requests == []
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
