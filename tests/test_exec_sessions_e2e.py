@@ -206,6 +206,26 @@ def test_exec_continues_a_session_an_editor_started(heron, heron_cli, fake_llm, 
     ]
 
 
+def test_continue_finds_an_editor_s_session_in_a_folder_reached_through_a_symlink(
+    heron, heron_cli, fake_llm, workspace, tmp_path
+):
+    link = tmp_path / "link"
+    link.symlink_to(workspace)
+    fake_llm.script(text("from the editor"), text("by --cwd"), text("by $PWD"))
+    client = heron()
+    session_id = client.new_session(str(link))  # stored under the name the editor used
+    assert client.prompt(session_id, "hello")["stopReason"] == "end_turn"
+    client.close_stdin()
+    assert client.wait_exit() == 0
+    done = heron_cli("exec", "--continue", "--cwd", str(link), "again", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"continuing session {session_id}" in done.stderr
+    # A shell in the link: its $PWD names the folder as the editor did.
+    done = heron_cli("exec", "--continue", "more", cwd=link, env={"PWD": str(link)})
+    assert done.returncode == 0, done.stderr
+    assert f"continuing session {session_id}" in done.stderr
+
+
 # ------------------------------------------------------------------------- heron sessions
 
 

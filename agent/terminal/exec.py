@@ -127,7 +127,7 @@ def main(argv: list[str]) -> int:
             if args.session:
                 resumed = find_session(settings, args.session)
             else:
-                resumed = latest_session(settings, cwd)
+                resumed = latest_session(settings, named_cwd(args.cwd))
         except StoreUnreadable as exc:
             print(f"heron exec: {exc}", file=sys.stderr)
             return EXIT_ERROR
@@ -153,6 +153,19 @@ def main(argv: list[str]) -> int:
     run.mode = settings.mode
     run.resumed = resumed
     return run.run()
+
+
+def named_cwd(given: str | None) -> Path:
+    """The folder as the user names it, symlinks kept: an editor may have stored a session
+    under that name rather than the resolved one. The shell's $PWD when it is the current
+    directory (os.getcwd() has the symlinks resolved)."""
+    if given:
+        return Path(given).expanduser()
+    pwd = os.environ.get("PWD")
+    with contextlib.suppress(OSError):
+        if pwd and os.path.isabs(pwd) and os.path.samefile(pwd, "."):
+            return Path(pwd)
+    return Path(os.getcwd())
 
 
 def same_folder(stored: str, cwd: Path) -> bool:

@@ -39,13 +39,13 @@ def store_path(settings: Settings) -> Path:
 @contextlib.contextmanager
 def _opened(settings: Settings) -> Iterator[sqlite3.Connection | None]:
     path = store_path(settings)
-    if not path.is_file():
-        yield None
-        return
     try:
-        conn = db.connect(path)
+        conn = db.connect(path) if path.is_file() else None  # is_file: EACCES raises
     except (sqlite3.Error, OSError, db.StoreTooNew) as exc:
         raise StoreUnreadable(f"cannot read the session store {path}: {exc}") from exc
+    if conn is None:
+        yield None
+        return
     try:
         yield conn
     except sqlite3.Error as exc:
