@@ -294,7 +294,7 @@ def test_a_title_cannot_drive_the_terminal(heron_cli, fake_llm, workspace):
     done = heron_cli("sessions", cwd=workspace)
     assert done.returncode == 0
     assert "\x1b" not in done.stdout and "\x07" not in done.stdout and "\u202e" not in done.stdout
-    assert "hello ?evil" in done.stdout
+    assert "\\x1b]0;pwned\\x07\\x1b[2Jhello \\u202eevil" in done.stdout  # shown, not obeyed
 
 
 def test_an_unreadable_store_is_a_readable_error(heron_cli, fake_llm, workspace, heron_home):

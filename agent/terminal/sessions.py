@@ -15,7 +15,6 @@ import json
 import os
 import sqlite3
 import sys
-import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from agent.config import ConfigError, Settings, load_settings
 from agent.store import db
 from agent.store.db import SessionRow
 from agent.store.store import data_dir
+from agent.terminal.trace import visible
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
@@ -177,9 +177,9 @@ def local_time(stamp: str) -> str:
 
 
 def printable(text: str) -> str:
-    """Control and format characters (escape sequences, newlines, bidi overrides) from a
-    prompt or a path must not drive the terminal: each becomes a `?`."""
-    return "".join("?" if unicodedata.category(c)[0] == "C" else c for c in text)
+    """Control characters (escape sequences, newlines, bidi overrides) from a prompt or a path
+    must not drive the terminal: they are shown escaped, as in `heron exec`'s trace."""
+    return visible(text, newlines=False)
 
 
 def _fail(message: str, code: int) -> int:
