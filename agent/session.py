@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import itertools
 import logging
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from agent.acp.protocol import ClientCapabilities, PromptBlock, StopReason
+from agent.acp.protocol import ClientCapabilities, StopReason
 from agent.config import Settings
 from agent.permissions import PermissionMemory
 from agent.tools import builtin_tools
@@ -136,12 +137,16 @@ class Session:
         """The workspace: paths inside need no extra permission."""
         return [self.cwd]
 
-    async def prompt(self, blocks: list[PromptBlock]) -> StopReason:
-        from agent.turn import Turn
+    async def run_turn(
+        self, turn: Callable[[anyio.CancelScope], Awaitable[StopReason]]
+    ) -> StopReason:
+        """Run `turn` (agent.turn) once no other runs, in a scope `cancel()` reaches;
+        `cancelled` if it was cancelled, running or queued.
 
-        # Zed may send a new prompt right after Stop, without a cancel: every earlier prompt,
-        # running or queued, ends as cancelled (the running one's answer goes out first), and
-        # only the newest runs.
+        Zed may send a new prompt right after Stop, without a cancel: every earlier prompt,
+        running or queued, ends as cancelled (the running one's answer goes out first), and
+        only the newest runs.
+        """
         self.cancel()
         scope = anyio.CancelScope()
         self._prompts.add(scope)
@@ -152,11 +157,7 @@ class Session:
                     # prompt of the process must not wait for openai to load.
                     await self.model_ready.wait()
                 async with self._turn_lock:
-                    turn = Turn(self, scope)
-                    try:
-                        return await turn.run(blocks)
-                    finally:
-                        turn.close()
+                    return await turn(scope)
             return "cancelled"  # reached only when the scope caught a cancel
         finally:
             self._prompts.discard(scope)

@@ -160,7 +160,9 @@ class Server:
         session = self._session(parsed.session_id)
         if self.settings.problem:
             self.reload_settings()  # the user may have fixed the file since
-        stop_reason = await session.prompt(parsed.prompt)
+        from agent.turn import run_prompt  # the turn's imports wait for the first prompt
+
+        stop_reason = await run_prompt(session, parsed.prompt)
         return {"stopReason": stop_reason}
 
     async def cancel(self, **params: Any) -> None:

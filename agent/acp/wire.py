@@ -25,6 +25,7 @@ import math
 import threading
 from collections import deque
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import Any, BinaryIO
 
 import anyio
@@ -46,6 +47,11 @@ OUTBOX_LIMIT = 1 << 20  # bytes queued for stdout above which `drain()` makes pr
 _INT64 = range(-(2**63), 2**63)
 
 Handler = Callable[..., Awaitable[Any]]
+
+# What a request's handler asked to send once its answer is queued (see `after_answer`).
+_after_answer: ContextVar[list[Callable[[], None]] | None] = ContextVar(
+    "heron_after_answer", default=None
+)
 
 
 class RpcError(Exception):
@@ -111,6 +117,19 @@ class Connection:
 
     def notify(self, method: str, params: dict[str, Any]) -> None:
         self.send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    def after_answer(self, callback: Callable[[], None]) -> None:
+        """Run `callback` right after the answer to the request being handled is queued, and
+        only if that answer is a success; at once outside a request handler.
+
+        For notifications about something the answer creates (`available_commands_update`
+        after `session/new`): Zed drops updates for a session it does not know yet.
+        """
+        pending = _after_answer.get()
+        if pending is None:
+            callback()
+        else:
+            pending.append(callback)
 
     async def request(self, method: str, params: dict[str, Any]) -> Any:
         """Send a request to the editor and wait for its result (RpcError on an error answer).
@@ -291,6 +310,8 @@ class Connection:
         request_id = message.get("id") if isinstance(message, dict) else None
         is_request = isinstance(message, dict) and "id" in message
         scope = anyio.CancelScope()
+        callbacks: list[Callable[[], None]] = []
+        _after_answer.set(callbacks)  # this task's own context: one list per request
         if is_request:
             self._in_flight[_key(request_id)] = scope
         try:
@@ -306,6 +327,12 @@ class Connection:
                 self._in_flight.pop(_key(request_id), None)
         if answer:
             self.send(answer)  # type: ignore[arg-type]
+        if not isinstance(answer, dict) or "error" not in answer:
+            for callback in callbacks:
+                try:
+                    callback()
+                except Exception:
+                    log.exception("sending what follows the answer failed")
 
     def _cancel_request(self, params: Any) -> None:
         request_id = params.get("requestId") if isinstance(params, dict) else None

@@ -1,0 +1,99 @@
+"""The model ↔ tools loop of one prompt turn.
+
+    user prompt → model (streamed) → tool calls? → permission → run → results → model → …
+
+A turn ends when the model stops asking for tools (`end_turn`), runs out of tokens
+(`max_tokens`), is refused (`refusal`), exceeds the request cap (`max_turn_requests`) or is
+cancelled. Every update of the turn goes out before the turn's answer and none after: `close()`
+fails the tool calls still open and silences the updates. One model request is
+`agent.turn.model`, one tool call `agent.turn.calls`, asking permission `agent.turn.permission`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import anyio
+
+from agent.acp.protocol import (
+    PromptBlock,
+    ResourceLinkIn,
+    StopReason,
+    TextBlockIn,
+    TextContent,
+    UserMessageChunk,
+)
+from agent.acp.wire import INTERNAL_ERROR, RpcError
+from agent.context import system_prompt, user_message
+from agent.store.replay import user_link_update
+from agent.turn.calls import ToolCalls
+from agent.turn.model import Model
+from agent.turn.updates import Updates
+
+if TYPE_CHECKING:
+    from agent.session import Session
+
+NOT_CONFIGURED = (
+    "Heron has no model configured. Set OPENAI_API_KEY (and HERON_MODEL to pick a model) for "
+    "OpenAI, or OPENAI_BASE_URL for another OpenAI-compatible server (Ollama, vLLM, LM Studio, "
+    "OpenRouter, llama.cpp): in the `env` of Heron's entry in your editor's agent settings, "
+    "as --base-url/--model flags, or in ~/.config/heron/config.toml (api_key, base_url, model)."
+)
+CANCELLED = "Cancelled by the user."
+
+
+def broken_config(problem: str) -> str:
+    return (
+        f"Heron cannot use its settings: {problem}. Fix it (or run `heron setup`) and "
+        "send the prompt again."
+    )
+
+
+class Turn:
+    def __init__(self, session: Session, scope: anyio.CancelScope) -> None:
+        self.session = session
+        self.scope = scope
+        self.updates = Updates(session)
+        self.calls = ToolCalls(session, self.updates, scope)
+        self.model = Model(session, self.updates, self.calls)
+
+    async def run(self, blocks: list[PromptBlock]) -> StopReason:
+        session = self.session
+        if session.settings.problem:
+            raise RpcError(INTERNAL_ERROR, broken_config(session.settings.problem))
+        if not session.settings.llm_configured:
+            raise RpcError(INTERNAL_ERROR, NOT_CONFIGURED)
+        session.history.append(await user_message(blocks, session.files))
+        # Read AGENTS.md once per turn, not on every model request of the turn.
+        prompt = await system_prompt(session.cwd, confine=session.mode != "full-access")
+        self.model.system = {"role": "system", "content": prompt}
+        self.record_prompt(blocks)
+        await session.store_ready()
+        self.updates.checkpoint()
+        for _ in range(session.settings.max_turn_requests):
+            reply = await self.model.ask()
+            if reply.finish_reason == "length":
+                return "max_tokens"
+            if reply.finish_reason == "content_filter":
+                return "refusal"
+            if not reply.calls:
+                return "end_turn"
+            await self.calls.run_all(reply.calls)
+        return "max_turn_requests"
+
+    def record_prompt(self, blocks: list[PromptBlock]) -> None:
+        """The user's prompt in the transcript, so `session/load` replays it."""
+        for block in blocks:
+            if isinstance(block, TextBlockIn):
+                self.session.record(UserMessageChunk(content=TextContent(text=block.text)).dump())
+            elif isinstance(block, ResourceLinkIn):
+                self.session.record(
+                    user_link_update(block.uri, block.name, block.title, block.mime_type)
+                )
+
+    def close(self) -> None:
+        """End the turn: fail what is still open, answer the model's dangling calls, go quiet."""
+        reason = CANCELLED if self.scope.cancel_called else "The turn ended before this call ran."
+        self.calls.close(reason)
+        self.updates.closed = True
+        self.updates.checkpoint()

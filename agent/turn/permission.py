@@ -1,0 +1,98 @@
+"""May this tool call run now? Decide by the mode and remembered answers, ask the user when
+needed, and decide again after the answer (agent.permissions has the rules)."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from pydantic import ValidationError
+
+from agent.acp.protocol import RequestPermissionParams, RequestPermissionResult, ToolCallFields
+from agent.acp.wire import ConnectionClosed, RpcError
+from agent.permissions.policy import Decision, decide, options_for, real_paths
+from agent.tools.base import Preview, Tool
+
+if TYPE_CHECKING:
+    from agent.session import Session
+
+log = logging.getLogger("heron.turn")
+
+REJECTED = "Rejected by the user: the call was not run. Do not retry it; ask or take another way."
+
+
+async def permit(
+    session: Session,
+    scope: anyio.CancelScope,
+    call_id: str,
+    tool: Tool[Any],
+    args: Any,
+    preview: Preview,
+    raw_args: dict[str, Any],
+) -> str | None:
+    """None when the call may run now; else why not (what the model is told).
+
+    A question the editor cancels (the user pressed Stop) cancels `scope`, the turn's.
+    """
+    ctx = session.tool_context
+    verdict = decide(session.mode, tool, args, ctx, session.permissions, session.roots)
+    if verdict.decision is Decision.REFUSE:
+        return verdict.reason
+    if verdict.decision is Decision.ALLOW:
+        return None
+    before = real_paths(tool, args, ctx)
+    if not await ask(session, scope, call_id, tool, verdict.keys, preview, raw_args):
+        return REJECTED
+    # The question may have been open for minutes: the mode, the remembered answers or
+    # where a path leads (a symlink swapped in) may have changed. Decide again, now.
+    after = real_paths(tool, args, ctx)
+    if after != before:
+        changed = zip(after, before, strict=False)
+        moved = ", ".join(f"{now} (was {then})" for now, then in changed if now != then)
+        return (
+            f"Not run: while permission was asked, the target changed; it now leads to "
+            f"{moved or ', '.join(after)}. Nothing was written. Look at it again before "
+            "retrying."
+        )
+    again = decide(session.mode, tool, args, ctx, session.permissions, session.roots)
+    if again.decision is Decision.REFUSE:
+        return again.reason
+    return None
+
+
+async def ask(
+    session: Session,
+    scope: anyio.CancelScope,
+    call_id: str,
+    tool: Tool[Any],
+    keys: list[str],
+    preview: Preview,
+    raw_args: dict[str, Any],
+) -> bool:
+    """`session/request_permission`; True if the user allowed, remembering "always" answers."""
+    request = RequestPermissionParams(
+        session_id=session.id,
+        tool_call=ToolCallFields(
+            tool_call_id=call_id,
+            title=preview.title,
+            kind=tool.kind,
+            status="pending",
+            content=preview.content or None,
+            locations=preview.locations or None,
+            raw_input=raw_args,
+        ),
+        options=options_for(keys),
+    )
+    try:
+        answer = await session.connection.request("session/request_permission", request.dump())
+        outcome = RequestPermissionResult.model_validate(answer).outcome
+    except (RpcError, ConnectionClosed, ValidationError) as exc:
+        log.warning("permission request failed: %s", exc)
+        return False
+    if outcome.outcome != "selected":
+        scope.cancel()
+        await anyio.lowlevel.checkpoint()
+        return False
+    session.permissions.remember(outcome.option_id, keys)
+    return outcome.option_id in ("allow_once", "allow_always")
