@@ -12,11 +12,8 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
-
-from agent.acp.protocol import Incoming, SkipInvalid
 from agent.acp.wire import INVALID_PARAMS, RpcError
 from agent.store.replay import replay_updates
 from agent.store.saver import Saver, restore
@@ -30,22 +27,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("heron.store")
 
 PAGE_SIZE = 50
-
-
-class LoadSessionParams(Incoming):
-    session_id: str
-    cwd: str
-    mcp_servers: Annotated[list[dict[str, Any]], SkipInvalid] = Field(default_factory=list)
-    additional_directories: Annotated[list[str], SkipInvalid] = Field(default_factory=list)
-
-
-class ListSessionsParams(Incoming):
-    cwd: str | None = None
-    cursor: str | None = None
-
-
-class SessionIdOnly(Incoming):
-    session_id: str
 
 
 # (session id, cwd, mcp servers) → a new live Session registered with the server
@@ -107,6 +88,8 @@ class SessionStore:
         return {}
 
     async def list(self, **params: Any) -> dict[str, Any]:
+        from agent.store.params import ListSessionsParams
+
         parsed = self.parse(ListSessionsParams, params)
         after = _decode_cursor(parsed.cursor) if parsed.cursor else None
         cwd = None
@@ -128,6 +111,8 @@ class SessionStore:
         return result
 
     async def close(self, **params: Any) -> dict[str, Any]:
+        from agent.store.params import SessionIdOnly
+
         parsed = self.parse(SessionIdOnly, params)
         # Unknown or already closed: nothing to free, and the editor's intent is met.
         session = self.sessions.pop(parsed.session_id, None)
@@ -136,6 +121,8 @@ class SessionStore:
         return {}
 
     async def delete(self, **params: Any) -> dict[str, Any]:
+        from agent.store.params import SessionIdOnly
+
         parsed = self.parse(SessionIdOnly, params)
         session = self.sessions.pop(parsed.session_id, None)
         if session is not None:
@@ -157,6 +144,8 @@ class SessionStore:
     # -- helpers -------------------------------------------------------------------------------
 
     async def _restore(self, params: dict[str, Any]) -> tuple[Session, StoredSession]:
+        from agent.store.params import LoadSessionParams
+
         parsed = self.parse(LoadSessionParams, params)
         cwd = self.check_cwd(parsed.cwd)
         session_id = parsed.session_id
