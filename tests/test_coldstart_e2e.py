@@ -47,7 +47,8 @@ def test_session_new_is_answered_without_pydantic_openai_or_jsonschema(
     out, err = proc.communicate(lines(INITIALIZE, new_session(workspace)), timeout=30)
     answers = [json.loads(line) for line in out.splitlines()]
     assert [a["id"] for a in answers] == [1, 2]
-    assert "sessionId" in answers[1]["result"]
+    session_id = answers[1]["result"]["sessionId"]
+    assert re.fullmatch(r"sess_[0-9a-f]{12}4[0-9a-f]{3}[89ab][0-9a-f]{15}", session_id)  # UUID4
     imported = set(re.findall(r"^import time:.*\|\s*([\w.]+)\s*$", err.decode(), re.MULTILINE))
     assert "agent.acp.server" in imported  # the listing is there
     heavy = {"pydantic", "openai", "jsonschema", "jsonrpcserver", "agent.acp.protocol"}

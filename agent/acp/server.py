@@ -12,7 +12,6 @@ import dataclasses
 import logging
 import os
 import sys
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -143,7 +142,7 @@ class Server:
                 # The editor shows its login button for this error: it runs `heron setup`.
                 raise RpcError(AUTH_REQUIRED, NEEDS_SETUP)
         cwd = _check_cwd(parsed.cwd)
-        session_id = f"sess_{uuid.uuid4().hex}"
+        session_id = f"sess_{_uuid4_hex()}"
         session = self._open_session(session_id, cwd, parsed.mcp_servers)
         session.additional_directories = [Path(d) for d in parsed.additional_directories]
         self.store.attach(session)
@@ -196,6 +195,14 @@ class Server:
         if session is None:
             raise RpcError(INVALID_PARAMS, f"unknown session: {session_id}")
         return session
+
+
+def _uuid4_hex() -> str:
+    """`uuid.uuid4().hex`, without importing `uuid` (and `platform`) before `session/new`."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = raw[6] & 0x0F | 0x40  # version 4
+    raw[8] = raw[8] & 0x3F | 0x80  # RFC 4122 variant
+    return raw.hex()
 
 
 def _check_cwd(cwd: str) -> Path:

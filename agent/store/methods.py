@@ -6,8 +6,6 @@ neither `initialize` nor `session/new` waits for SQLite.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import logging
 import os
 from collections.abc import Callable
@@ -192,10 +190,15 @@ def _info(row: SessionRow) -> dict[str, Any]:
 
 
 def _encode_cursor(updated_at: str, session_id: str) -> str:
+    import base64  # here, not at the top: this module is imported before `session/new`
+
     return base64.urlsafe_b64encode(f"{updated_at}\n{session_id}".encode()).decode()
 
 
 def _decode_cursor(cursor: str) -> tuple[str, str]:
+    import base64
+    import binascii
+
     try:
         updated_at, session_id = base64.urlsafe_b64decode(cursor.encode()).decode().split("\n")
     except (ValueError, binascii.Error, UnicodeError) as exc:
