@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from agent.acp.params import ClientCapabilities
     from agent.acp.protocol import PromptBlock, StopReason
     from agent.acp.wire import Connection
@@ -170,7 +172,10 @@ class Session:
         """The workspace: paths inside need no extra permission."""
         return [self.cwd]
 
-    async def prompt(self, blocks: list[PromptBlock]) -> StopReason:
+    async def prompt(self, read_blocks: Callable[[], list[PromptBlock]]) -> StopReason:
+        """Run a prompt turn. `read_blocks()` gives its content: it is called once the
+        warm-up is done (it may need the ACP models, which the warm-up imports).
+        """
         # Zed may send a new prompt right after Stop, without a cancel: every earlier prompt,
         # running or queued, ends as cancelled (the running one's answer goes out first), and
         # only the newest runs.
@@ -187,6 +192,7 @@ class Session:
                 # stop the event loop (and a cancel) for as long.
                 from agent.turn import Turn
 
+                blocks = read_blocks()
                 async with self._turn_lock:
                     turn = Turn(self, scope)
                     try:

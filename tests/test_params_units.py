@@ -130,3 +130,34 @@ def test_what_a_session_keeps_is_a_copy_of_the_params() -> None:
     directories.append("/b")
     assert parsed.mcp_servers == [{"name": "a", "command": "x"}]
     assert parsed.additional_directories == ["/a"]
+
+
+SESSION_ID: list[Any] = [
+    {"sessionId": "s"},
+    {"sessionId": "s", "prompt": []},
+    {"sessionId": "s", "prompt": [{"type": "text", "text": "hi"}, {"type": 3}, "junk"]},
+    {"sessionId": "s", "prompt": "not a list"},
+    {"sessionId": "s", "prompt": None},
+    {"sessionId": "s", "session_id": "t", "prompt": []},
+    {"session_id": "s", "prompt": []},
+    {"sessionId": 5, "prompt": []},
+    {"sessionId": None},
+    {"prompt": []},
+    {},
+]
+
+
+@pytest.mark.parametrize("params_", SESSION_ID, ids=repr)
+def test_a_certain_session_id_is_one_the_models_accept(params_: dict[str, Any]) -> None:
+    for model, required in ((protocol.SessionIdParams, ()), (protocol.PromptParams, ("prompt",))):
+        certain = params.certain_session_id(params_, *required)
+        if certain is not None:
+            assert params.parse(model, params_).session_id == certain
+    # The usual shapes are certain (they are what every editor sends).
+    if params_ in ({"sessionId": "s"}, {"sessionId": "s", "prompt": []}):
+        assert params.certain_session_id(params_) == "s"
+
+
+def test_prompt_blocks_read_later_are_the_models() -> None:
+    params_ = {"sessionId": "s", "prompt": [{"type": "text", "text": "hi"}, "junk"]}
+    assert params.read_prompt_blocks(params_) == params.parse(protocol.PromptParams, params_).prompt

@@ -91,6 +91,26 @@ def read_new_session(params: dict[str, Any]) -> NewSessionParams:
     return NewSessionParams(parsed.cwd, parsed.mcp_servers, parsed.additional_directories)
 
 
+def certain_session_id(params: dict[str, Any], *required: str) -> str | None:
+    """The `sessionId` of params that the models (`SessionIdParams`, and `PromptParams` with
+    `required=("prompt",)`) are certain to accept, or None: let the model decide.
+
+    The prompt's blocks are read leniently (a malformed block is dropped, a non-list is no
+    blocks), so only `sessionId` and the presence of `prompt` can make these fail.
+    """
+    session_id = params.get("sessionId")
+    if type(session_id) is not str or "session_id" in params:
+        return None
+    return session_id if all(name in params for name in required) else None
+
+
+def read_prompt_blocks(params: dict[str, Any]) -> list[Any]:
+    """The content blocks of `session/prompt` params (pydantic models, see `protocol`)."""
+    from agent.acp import protocol
+
+    return parse(protocol.PromptParams, params).prompt  # type: ignore[no-any-return]
+
+
 def parse(model: type[BaseModel], params: dict[str, Any]) -> Any:
     """Validate `params` with a pydantic model; what fails is answered as invalid params."""
     from pydantic import ValidationError

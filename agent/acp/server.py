@@ -13,13 +13,20 @@ import logging
 import os
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 import anyio
 
 from agent.acp.handshake import SETUP_METHOD_ID, initialize_result, offers_terminal_auth
-from agent.acp.params import ClientCapabilities, read_initialize, read_new_session
+from agent.acp.params import (
+    ClientCapabilities,
+    certain_session_id,
+    read_initialize,
+    read_new_session,
+    read_prompt_blocks,
+)
 from agent.acp.params import parse as _parse
 from agent.acp.wire import INVALID_PARAMS, INVALID_REQUEST, Connection, RpcError
 from agent.session import Session
@@ -166,24 +173,35 @@ class Server:
         return session
 
     async def prompt(self, **params: Any) -> dict[str, Any]:
-        from agent.acp.protocol import PromptParams
-
         self._require_initialized()
-        parsed = _parse(PromptParams, params)
-        session = self._session(parsed.session_id)
+        session_id = certain_session_id(params, "prompt")
+        if session_id is not None:
+            # Params that cannot fail validation: the blocks are validated once the warm-up
+            # has imported the ACP models (`Session.prompt`). Importing them here would stop
+            # the event loop, and a cancel sent right after this prompt, meanwhile.
+            session = self._session(session_id)
+            read_blocks = partial(read_prompt_blocks, params)
+        else:
+            from agent.acp.protocol import PromptParams
+
+            parsed = _parse(PromptParams, params)
+            session = self._session(parsed.session_id)
+            read_blocks = partial(getattr, parsed, "prompt")
         if self.settings.problem:
             self.reload_settings()  # the user may have fixed the file since
-        stop_reason = await session.prompt(parsed.prompt)
+        stop_reason = await session.prompt(read_blocks)
         return {"stopReason": stop_reason}
 
     async def cancel(self, **params: Any) -> None:
-        from agent.acp.protocol import SessionIdParams
+        session_id = certain_session_id(params)
+        if session_id is None:
+            from agent.acp.protocol import SessionIdParams
 
-        try:
-            parsed = _parse(SessionIdParams, params)
-        except RpcError:
-            return  # a notification gets no answer, not even an error
-        if session := self.sessions.get(parsed.session_id):
+            try:
+                session_id = _parse(SessionIdParams, params).session_id
+            except RpcError:
+                return  # a notification gets no answer, not even an error
+        if session := self.sessions.get(session_id):
             session.cancel()
 
     def cancel_all(self) -> None:
