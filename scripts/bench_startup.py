@@ -7,12 +7,14 @@
 - a first prompt sent right after `session/new`: spawn → its first chunk;
 - idle RSS, 1 s after `session/new` (the model client warmed up by then).
 
-    python scripts/bench_startup.py [--runs 20] [--heron PATH]
+    python scripts/bench_startup.py [--runs 20] [--heron PATH [--heron PATH]]
 
-Each figure is the median and max over `--runs` spawns, printed beside `python -c pass` (the
-same interpreter, interleaved with the spawns). Targets (2-core machine): initialize ≤ 50 ms,
-session/new ≤ 150 ms, first prompt after 1 s ≤ warm + 30 ms, immediate first chunk ≤ 700 ms,
-idle RSS ≤ 70 MB. Asserts nothing but that the protocol answers are right.
+Each figure is the median and max over `--runs` rounds (two spawns each), printed beside
+`python -c pass` (the same interpreter, interleaved with the spawns). `--heron A --heron B`
+compares two builds, interleaved round by round, so that both see the same machine load.
+Targets (2-core machine): initialize ≤ 50 ms, session/new ≤ 150 ms, first prompt after 1 s ≤
+warm + 30 ms, immediate first chunk ≤ 700 ms, idle RSS ≤ 70 MB. Asserts nothing but that the
+protocol answers are right.
 """
 
 from __future__ import annotations
@@ -132,60 +134,82 @@ def python_pass() -> float:
     return (time.perf_counter() - started) * 1000
 
 
+FIGURES = (
+    "spawn → initialize answered",
+    "spawn → session/new answered",
+    "first prompt 1 s after session/new: first chunk",
+    "warm prompt: first chunk",
+    "first prompt 1 s after session/new − warm",
+    "spawn → first chunk, prompt right after session/new",
+    "idle RSS 1 s after session/new (MB)",
+)
+
+
+def one_round(command: list[str], env: dict[str, str], fake: FakeOpenAI, cwd: str) -> list[float]:
+    """One value of each of FIGURES: two spawns."""
+    # An editor that opens a thread, then the user types for a while.
+    agent = Agent(command, env)
+    session_id, initialized, opened = open_session(agent, cwd)
+    time.sleep(1.0)
+    rss = agent.rss_mb()
+    first, _ = prompt_to_first_chunk(agent, fake, session_id)
+    warm, _ = prompt_to_first_chunk(agent, fake, session_id)
+    agent.close()
+    # A prompt that comes with the thread (e.g. a client given the prompt on its command line).
+    agent = Agent(command, env)
+    session_id, _, _ = open_session(agent, cwd)
+    _, immediate = prompt_to_first_chunk(agent, fake, session_id)
+    agent.close()
+    return [initialized, opened, first, warm, first - warm, immediate, rss]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--heron", help="the heron executable (default: the venv's)")
+    parser.add_argument(
+        "--heron",
+        action="append",
+        help="a heron executable (default: the venv's); repeat to compare builds, interleaved",
+    )
     args = parser.parse_args()
-    command = [args.heron or _heron_executable()]
-    figures: dict[str, list[float]] = {
-        "python -c pass": [],
-        "spawn → initialize answered": [],
-        "spawn → session/new answered": [],
-        "first prompt 1 s after session/new: first chunk": [],
-        "warm prompt: first chunk": [],
-        "first prompt 1 s after session/new − warm": [],
-        "spawn → first chunk, prompt right after session/new": [],
-        "idle RSS 1 s after session/new (MB)": [],
-    }
+    commands = [[path] for path in args.heron or [_heron_executable()]]
+    baseline: list[float] = []
+    figures = [[[] for _ in FIGURES] for _ in commands]
     with tempfile.TemporaryDirectory() as tmp, FakeOpenAI() as fake:
         home = Path(tmp, "home")
         (home / ".config").mkdir(parents=True)
         cwd = os.path.join(tmp, "ws")
         os.mkdir(cwd)
         env = heron_env(fake, home, {"HERON_LOG_LEVEL": "warning"})
-        # One unmeasured spawn warms the page cache and writes the .pyc files.
-        agent = Agent(command, env)
-        session_id, _, _ = open_session(agent, cwd)
-        prompt_to_first_chunk(agent, fake, session_id)
-        agent.close()
-        for _ in range(args.runs):
-            figures["python -c pass"].append(python_pass())
-
-            # An editor that opens a thread, then the user types for a while.
-            agent = Agent(command, env)
-            session_id, initialized, opened = open_session(agent, cwd)
-            figures["spawn → initialize answered"].append(initialized)
-            figures["spawn → session/new answered"].append(opened)
-            time.sleep(1.0)
-            figures["idle RSS 1 s after session/new (MB)"].append(agent.rss_mb())
-            first, _ = prompt_to_first_chunk(agent, fake, session_id)
-            warm, _ = prompt_to_first_chunk(agent, fake, session_id)
-            figures["first prompt 1 s after session/new: first chunk"].append(first)
-            figures["warm prompt: first chunk"].append(warm)
-            figures["first prompt 1 s after session/new − warm"].append(first - warm)
-            agent.close()
-
-            # A prompt that comes with the thread (e.g. sent from the command line of a client).
+        for command in commands:
+            # One unmeasured spawn warms the page cache and writes the .pyc files (and the
+            # session store exists from then on, as it does for anyone who used Heron before).
             agent = Agent(command, env)
             session_id, _, _ = open_session(agent, cwd)
-            _, since_spawn = prompt_to_first_chunk(agent, fake, session_id)
-            figures["spawn → first chunk, prompt right after session/new"].append(since_spawn)
+            prompt_to_first_chunk(agent, fake, session_id)
             agent.close()
-    print(f"{args.runs} spawns each, {os.cpu_count()} cores; ms unless said otherwise")
-    width = max(map(len, figures))
-    for name, values in figures.items():
-        print(f"  {name:<{width}}  median {statistics.median(values):7.1f}  max {max(values):7.1f}")
+        for _ in range(args.runs):
+            baseline.append(python_pass())
+            for command, values in zip(commands, figures, strict=True):
+                for column, value in zip(values, one_round(command, env, fake, cwd), strict=True):
+                    column.append(value)
+    print(
+        f"{args.runs} rounds, {os.cpu_count()} cores, load average "
+        f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}; ms unless said otherwise"
+    )
+    width = max(map(len, FIGURES))
+    print(
+        f"  {'python -c pass':<{width}}  median {statistics.median(baseline):7.1f}  "
+        f"max {max(baseline):7.1f}"
+    )
+    for command, values in zip(commands, figures, strict=True):
+        if len(commands) > 1:
+            print(f"{command[0]}:")
+        for name, column in zip(FIGURES, values, strict=True):
+            print(
+                f"  {name:<{width}}  median {statistics.median(column):7.1f}  "
+                f"max {max(column):7.1f}"
+            )
 
 
 if __name__ == "__main__":
