@@ -120,6 +120,7 @@ class Server:
         async def warm() -> None:
             from agent import warmup
 
+            started = anyio.current_time()
             try:
                 client = await anyio.to_thread.run_sync(
                     warmup.prepare, settings, abandon_on_cancel=True
@@ -127,6 +128,9 @@ class Server:
                 from agent.llm import keep_client
 
                 keep_client(settings, client)
+                log.info(
+                    "ready for the first prompt in %.0f ms", 1000 * (anyio.current_time() - started)
+                )
             except Exception:  # the first prompt will meet (and report) the same problem
                 log.exception("warming the model client failed")
             finally:
