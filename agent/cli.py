@@ -1,26 +1,34 @@
 """`heron`: flags, environment and TOML → settings; then speak ACP on stdin/stdout.
 
-Start-up is tuned for the editor's first question. The heavy imports (asyncio, pydantic,
-jsonrpcserver) start in a background thread while the main thread reads the first line; if it
-is a plain `initialize` it is answered at once from `agent.acp.handshake`, then the full server
-takes over the same stdin buffer. The model client (openai) is imported later still, on first use.
+Start-up is tuned for the editor's first questions. Nothing comes before the answer to a plain
+`initialize` but what it needs (this module, `json` and `agent.acp.handshake`): flags given on
+the command line are parsed first (a usage error or `--help` must end Heron before it reads
+anything), but with none there is nothing to parse, and the settings are read after the
+answer. The full server then takes over the same stdin buffer. When the first line is not there
+yet, the server's imports start in a background thread meanwhile. The model client (openai) is
+imported later still, in the background once a session exists.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import sys
-import threading
-from collections.abc import Callable
-from typing import Any
 
-from agent import __version__
-from agent.config import MODES, ConfigError, Settings, broken_settings, load_settings
+TYPE_CHECKING = False  # `typing` itself is not imported before the first answer
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable
+    from typing import Any
+
+    from agent.config import Settings
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import argparse
+
+    from agent import __version__
+    from agent.config import MODES
+
     parser = argparse.ArgumentParser(
         prog="heron",
         description="Heron, a coding agent for the Agent Client Protocol. With no arguments it "
@@ -76,22 +84,33 @@ def main(argv: list[str] | None = None) -> int:
         from agent.terminal import run_command
 
         return run_command(argv)
-    args = build_parser().parse_args(argv)
-    flags = {k: v for k, v in vars(args).items() if k != "config"}
-    config = args.config or os.environ.get("HERON_CONFIG")
+    # Flags are parsed now, before anything is read: `--help`, `--version` and usage errors
+    # end Heron here. No flags (how editors start it) leaves nothing that could fail, and
+    # the flag parser is not even imported.
+    flags: dict[str, Any] = {}
+    config: str | None = None
+    if argv:
+        args = build_parser().parse_args(argv)
+        flags = {k: v for k, v in vars(args).items() if k != "config"}
+        config = args.config
 
     def load() -> Settings:
+        import os
+
+        from agent.config import ConfigError, broken_settings, load_settings
+
         try:
-            return load_settings(flags, config)
+            return load_settings(flags, config or os.environ.get("HERON_CONFIG"))
         except ConfigError as exc:
             # Keep serving: the editor gets its answers and the first prompt explains this.
             print(f"heron: {exc}", file=sys.stderr)
             return broken_settings(str(exc))
 
-    return serve_stdio(load(), load)
+    return serve_stdio(load, load)
 
 
-def serve_stdio(settings: Settings, reload: Callable[[], Settings] | None = None) -> int:
+def serve_stdio(load: Callable[[], Settings], reload: Callable[[], Settings] | None = None) -> int:
+    """Answer a first `initialize` at once, then read the settings (`load()`) and serve."""
     from agent.shutdown import install_exit_handlers
 
     install_exit_handlers()  # a signal from here on stops every command's processes first
@@ -100,8 +119,14 @@ def serve_stdio(settings: Settings, reload: Callable[[], Settings] | None = None
     # Nothing but protocol may reach stdout: from here on a stray print() lands on stderr.
     sys.stdout = sys.stderr
 
-    warm = threading.Thread(target=_import_server, name="heron-warm-up", daemon=True)
-    warm.start()
+    warm = None
+    if not _readable(stdin):
+        # The editor has not spoken yet: use the wait to import the server. (When the line is
+        # already there, a second thread would only delay the answer, fighting for the GIL.)
+        import threading
+
+        warm = threading.Thread(target=_import_server, name="heron-warm-up", daemon=True)
+        warm.start()
 
     first = stdin.readline()
     pending: list[bytes] = []
@@ -118,7 +143,9 @@ def serve_stdio(settings: Settings, reload: Callable[[], Settings] | None = None
     elif first:
         pending.append(first)
 
-    warm.join()
+    settings = load()
+    if warm is not None:
+        warm.join()
     from agent.acp.server import run_server
     from agent.shutdown import run_then_exit
 
@@ -130,6 +157,17 @@ def serve_stdio(settings: Settings, reload: Callable[[], Settings] | None = None
         )
     )
     return 1  # not reached
+
+
+def _readable(stdin: Any) -> bool:
+    """Whether a line (or EOF) is waiting on stdin; False when that cannot be told."""
+    try:
+        import select
+
+        ready, _, _ = select.select([stdin], [], [], 0)
+    except (OSError, ValueError):  # not a selectable file (closed, or not a pipe on Windows)
+        return False
+    return bool(ready)
 
 
 def _import_server() -> None:

@@ -3,29 +3,35 @@
 Everything here is plain data that a later store (SQLite) can save and `session/load` replay:
 `history` is the model's view (OpenAI chat messages), `transcript` the editor's view (the
 session updates that were sent, consecutive chunks merged).
+
+A session is opened before the first prompt, so what only a turn needs (the tools, the
+permission memory, the file access; pydantic and the ACP models behind them) is made on first
+use: `session/new` is answered without importing any of it (`agent.warmup` imports it in the
+background meanwhile).
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Awaitable, Callable
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from agent.acp.protocol import ClientCapabilities, StopReason
-from agent.config import Settings
-from agent.permissions import PermissionMemory
-from agent.tools import builtin_tools
-from agent.tools.base import Tool, ToolContext
-from agent.tools.files_backend import Files
-
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from agent.acp.params import ClientCapabilities
+    from agent.acp.protocol import StopReason
     from agent.acp.wire import Connection
+    from agent.config import Settings
     from agent.mcp.manager import McpManager
+    from agent.permissions import PermissionMemory
     from agent.store.saver import Saver
+    from agent.tools.base import Tool, ToolContext
+    from agent.tools.files_backend import Files
 
 log = logging.getLogger("heron.session")
 
@@ -52,19 +58,6 @@ class Session:
         self.mode = settings.mode
         self.history: list[dict[str, Any]] = []
         self.transcript: list[dict[str, Any]] = []
-        self.permissions = PermissionMemory()
-        self.builtin_tools: dict[str, Tool[Any]] = {tool.name: tool for tool in builtin_tools()}
-        self.tools: dict[str, Tool[Any]] = dict(self.builtin_tools)
-        fs = client_capabilities.fs
-        self.files = Files(session_id, connection.request, fs.read_text_file, fs.write_text_file)
-        self.tool_context = ToolContext(
-            cwd=cwd,
-            session_id=session_id,
-            files=self.files,
-            client_request=connection.request,
-            client_terminal=client_capabilities.terminal,
-            settings=settings,
-        )
         self._tool_specs: list[dict[str, Any]] | None = None
         self._prompts: set[anyio.CancelScope] = set()  # the running prompt and those queued
         self._turn_lock = anyio.Lock()
@@ -80,6 +73,48 @@ class Session:
         self.additional_directories: list[Path] = []
         self.title: str | None = None
         self.saver: Saver | None = None  # set by the server: saves each step (agent.store)
+
+    # -- made on first use (see the module's docstring) --------------------------------------
+
+    @cached_property
+    def permissions(self) -> PermissionMemory:
+        """The "always" answers of this session."""
+        from agent.permissions import PermissionMemory
+
+        return PermissionMemory()
+
+    @cached_property
+    def builtin_tools(self) -> dict[str, Tool[Any]]:
+        from agent.tools import builtin_tools
+
+        return {tool.name: tool for tool in builtin_tools()}
+
+    @cached_property
+    def tools(self) -> dict[str, Tool[Any]]:
+        """Every tool the model may call: the built-in ones and the MCP servers' (assigned by
+        `prepare_tools` when those change)."""
+        return dict(self.builtin_tools)
+
+    @cached_property
+    def files(self) -> Files:
+        from agent.tools.files_backend import Files
+
+        fs = self.client_capabilities.fs
+        request = self.connection.request
+        return Files(self.id, request, fs.read_text_file, fs.write_text_file)
+
+    @cached_property
+    def tool_context(self) -> ToolContext:
+        from agent.tools.base import ToolContext
+
+        return ToolContext(
+            cwd=self.cwd,
+            session_id=self.id,
+            files=self.files,
+            client_request=self.connection.request,
+            client_terminal=self.client_capabilities.terminal,
+            settings=self.settings,
+        )
 
     def tool_specs(self) -> list[dict[str, Any]]:
         """The tools as OpenAI functions; built once, they only change when the tools do."""

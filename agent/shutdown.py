@@ -7,6 +7,9 @@
 
 The exit itself is `os._exit`: the stdin reader thread may be blocked in readline(), and
 interpreter finalization would then abort with "Fatal Python error".
+
+Installed before the editor's `initialize` is answered, so this module imports next to nothing:
+`agent.processes` is loaded when there is something to stop.
 """
 
 from __future__ import annotations
@@ -14,11 +17,11 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import traceback
-from collections.abc import Callable
-from types import FrameType
 
-from agent.processes import stop_everything
+TYPE_CHECKING = False  # `typing` itself is not imported before the first answer
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import FrameType
 
 EXIT_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
@@ -33,7 +36,7 @@ def _on_exit_signal(signum: int, frame: FrameType | None) -> None:
     for sig in EXIT_SIGNALS:  # a second signal must not interrupt the cleanup
         signal.signal(sig, signal.SIG_IGN)
     try:
-        stop_everything()
+        _stop_everything()
     finally:
         _flush(logs=False)  # the interrupted code may hold a logging lock
         os._exit(128 + signum)
@@ -46,13 +49,21 @@ def run_then_exit(serve: Callable[[], int]) -> None:
     try:
         code = serve()
     except BaseException:
+        import traceback
+
         traceback.print_exc()
     finally:
         try:
-            stop_everything()
+            _stop_everything()
         finally:
             _flush()
             os._exit(code)
+
+
+def _stop_everything() -> None:
+    from agent.processes import stop_everything
+
+    stop_everything()
 
 
 def _flush(logs: bool = True) -> None:

@@ -7,9 +7,11 @@ against the official schema like every other message.
 
 from __future__ import annotations
 
-from typing import Any
-
 from agent import __version__
+
+TYPE_CHECKING = False  # `typing` itself is not imported before the first answer
+if TYPE_CHECKING:
+    from typing import Any
 
 PROTOCOL_VERSION = 1
 

@@ -7,7 +7,9 @@ Two rules from the spec (ACP-NOTES §7) shape this module:
 - Emitted messages are strict: unknown fields are forbidden and `dump()` produces exactly the
   camelCase JSON the schema describes, with unset optional fields left out.
 
-The initialize answer is built in `agent.acp.handshake` without pydantic, to keep start-up fast.
+The initialize answer is built in `agent.acp.handshake` without pydantic, to keep start-up fast,
+and every model here is built on first use (`defer_build`), not at import: most are not needed
+before the first prompt, some never.
 """
 
 from __future__ import annotations
@@ -56,7 +58,9 @@ SkipInvalid = WrapValidator(_skip_invalid_items)
 class Incoming(BaseModel):
     """Base of everything Heron receives: camelCase on the wire, unknown fields kept."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow")
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="allow", defer_build=True
+    )
 
 
 class FileSystemCapabilities(Incoming):
@@ -191,7 +195,9 @@ class TerminalOutputResult(Incoming):
 class Outgoing(BaseModel):
     """Base of everything Heron sends: camelCase, no unknown fields, unset fields omitted."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", defer_build=True
+    )
 
     def dump(self) -> dict[str, Any]:
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")

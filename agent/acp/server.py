@@ -1,32 +1,40 @@
-"""The ACP methods Heron answers: initialize and session/* → sessions."""
+"""The ACP methods Heron answers: initialize and session/* → sessions.
+
+Nothing on the way to the `session/new` answer imports pydantic, the ACP models or the model
+client: `agent.acp.params` reads the params of `initialize` and `session/new`, and once a
+session exists the rest is imported in the background (`start_warming`), before the first
+prompt needs it.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sys
-import uuid
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import anyio
-from pydantic import BaseModel, ValidationError
 
-from agent import llm
 from agent.acp.handshake import SETUP_METHOD_ID, initialize_result, offers_terminal_auth
-from agent.acp.protocol import (
+from agent.acp.params import (
     ClientCapabilities,
-    InitializeParams,
-    NewSessionParams,
-    NewSessionResult,
-    PromptParams,
-    SessionIdParams,
+    certain_session_id,
+    read_initialize,
+    read_new_session,
+    read_prompt_blocks,
 )
+from agent.acp.params import parse as _parse
 from agent.acp.wire import INVALID_PARAMS, INVALID_REQUEST, Connection, RpcError
-from agent.config import Settings
 from agent.session import Session
 from agent.store.methods import SessionStore
+
+if TYPE_CHECKING:
+    from agent.acp.protocol import StopReason
+    from agent.config import Settings
 
 log = logging.getLogger("heron.server")
 
@@ -65,7 +73,7 @@ class Server:
         self.store.register(connection)
 
     def remember_client(self, params: dict[str, Any]) -> None:
-        parsed = _parse(InitializeParams, params)
+        parsed = read_initialize(params)
         self.client_capabilities = parsed.client_capabilities
         self.terminal_auth = offers_terminal_auth(params)
         self.initialized = True
@@ -94,21 +102,36 @@ class Server:
             setattr(self.settings, name, value)
 
     def start_warming(self) -> None:
-        """Import the model client (openai, ~0.5 s) in the background, once.
+        """Prepare the first prompt in the background, once (`agent.warmup`: the ACP models,
+        the turn and the tools, the model client).
 
-        Started by the first `session/new` (editors send it right after `initialize`), not by
-        `initialize` itself: a process that is only probed, or told to exit at once, is not
-        slowed down by an import competing for the GIL. The first prompt waits for the import
-        in a cancellable way (`Session.model_ready`), so a `session/cancel` sent right after it
-        is answered at once.
+        Started by the first session (editors send `session/new` right after `initialize`),
+        not by `initialize` itself: a process that is only probed, or told to exit at once, is
+        not slowed down by work competing for the GIL. The first prompt waits for it in a
+        cancellable way (`Session.model_ready`), so a `session/cancel` sent right after it is
+        answered at once.
         """
         if self.model_ready is not None or not self.settings.llm_configured:
             return
         ready = self.model_ready = anyio.Event()
+        # A copy: the client is kept for the settings it was made with, even if they are
+        # reloaded meanwhile (then the first prompt makes another).
+        settings = dataclasses.replace(self.settings)
 
         async def warm() -> None:
+            from agent import warmup
+
+            started = anyio.current_time()
             try:
-                await anyio.to_thread.run_sync(llm.prewarm, abandon_on_cancel=True)
+                client = await anyio.to_thread.run_sync(
+                    warmup.prepare, settings, abandon_on_cancel=True
+                )
+                from agent.llm import keep_client
+
+                keep_client(settings, client)
+                log.info(
+                    "ready for the first prompt in %.0f ms", 1000 * (anyio.current_time() - started)
+                )
             except Exception:  # the first prompt will meet (and report) the same problem
                 log.exception("warming the model client failed")
             finally:
@@ -124,19 +147,19 @@ class Server:
 
     async def new_session(self, **params: Any) -> dict[str, Any]:
         self._require_initialized()
-        parsed = _parse(NewSessionParams, params)
+        parsed = read_new_session(params)
         if self.terminal_auth and not self.settings.llm_configured:
             self.reload_settings()  # setup may have run since, without an `authenticate`
             if not self.settings.llm_configured and not self.settings.problem:
                 # The editor shows its login button for this error: it runs `heron setup`.
                 raise RpcError(AUTH_REQUIRED, NEEDS_SETUP)
         cwd = _check_cwd(parsed.cwd)
-        session_id = f"sess_{uuid.uuid4().hex}"
+        session_id = f"sess_{_uuid4_hex()}"
         session = self._open_session(session_id, cwd, parsed.mcp_servers)
         session.additional_directories = [Path(d) for d in parsed.additional_directories]
         self.store.attach(session)
         log.info("session %s in %s", session_id, cwd)
-        return NewSessionResult(session_id=session_id).dump()
+        return {"sessionId": session_id}  # NewSessionResult, without building the model
 
     def _open_session(
         self, session_id: str, cwd: Path, mcp_servers: list[dict[str, Any]]
@@ -156,21 +179,42 @@ class Server:
 
     async def prompt(self, **params: Any) -> dict[str, Any]:
         self._require_initialized()
-        parsed = _parse(PromptParams, params)
-        session = self._session(parsed.session_id)
+        session_id = certain_session_id(params, "prompt")
+        if session_id is not None:
+            # Params that cannot fail validation: the blocks are validated once the warm-up
+            # has imported the ACP models (`Session.prompt`). Importing them here would stop
+            # the event loop, and a cancel sent right after this prompt, meanwhile.
+            session = self._session(session_id)
+            read_blocks = partial(read_prompt_blocks, params)
+        else:
+            from agent.acp.protocol import PromptParams
+
+            parsed = _parse(PromptParams, params)
+            session = self._session(parsed.session_id)
+            read_blocks = partial(getattr, parsed, "prompt")
         if self.settings.problem:
             self.reload_settings()  # the user may have fixed the file since
-        from agent.turn import run_prompt  # the turn's imports wait for the first prompt
 
-        stop_reason = await run_prompt(session, parsed.prompt)
+        async def turn(scope: anyio.CancelScope) -> StopReason:
+            # Imported only now, after the warm-up (Session.model_ready) has imported it:
+            # importing it earlier would stop the event loop, and a cancel, for as long.
+            from agent.turn import run_turn
+
+            return await run_turn(session, scope, read_blocks())
+
+        stop_reason = await session.run_turn(turn)
         return {"stopReason": stop_reason}
 
     async def cancel(self, **params: Any) -> None:
-        try:
-            parsed = _parse(SessionIdParams, params)
-        except RpcError:
-            return  # a notification gets no answer, not even an error
-        if session := self.sessions.get(parsed.session_id):
+        session_id = certain_session_id(params)
+        if session_id is None:
+            from agent.acp.protocol import SessionIdParams
+
+            try:
+                session_id = _parse(SessionIdParams, params).session_id
+            except RpcError:
+                return  # a notification gets no answer, not even an error
+        if session := self.sessions.get(session_id):
             session.cancel()
 
     def cancel_all(self) -> None:
@@ -184,6 +228,14 @@ class Server:
         return session
 
 
+def _uuid4_hex() -> str:
+    """`uuid.uuid4().hex`, without importing `uuid` (and `platform`) before `session/new`."""
+    raw = bytearray(os.urandom(16))
+    raw[6] = raw[6] & 0x0F | 0x40  # version 4
+    raw[8] = raw[8] & 0x3F | 0x80  # RFC 4122 variant
+    return raw.hex()
+
+
 def _check_cwd(cwd: str) -> Path:
     path = Path(cwd)
     if not path.is_absolute():
@@ -195,16 +247,6 @@ def _check_cwd(cwd: str) -> Path:
     if not is_dir:
         raise RpcError(INVALID_PARAMS, f"cwd is not an existing directory: {cwd}")
     return Path(os.path.normpath(path))
-
-
-def _parse(model: type[BaseModel], params: dict[str, Any]) -> Any:
-    try:
-        return model.model_validate(params)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'params'}: {e['msg']}" for e in exc.errors()
-        )
-        raise RpcError(INVALID_PARAMS, f"Invalid params: {problems}") from exc
 
 
 def setup_logging(settings: Settings) -> None:

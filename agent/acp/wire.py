@@ -9,7 +9,7 @@
 - Nothing the editor sends can crash the loop: every line is checked as a JSON-RPC envelope
   (ids must be strings or 64-bit integers, as the ACP schema says) before it is dispatched,
   and every message sent is strict JSON in valid UTF-8 whatever text it carries.
-- Incoming requests and notifications are dispatched with jsonrpcserver; answers to Heron's
+- Incoming requests and notifications are dispatched by `agent.acp.dispatch`; answers to Heron's
   own requests (`request()`) are matched to their waiters by id.
 - No line-length cap: lines are read with the buffered reader's readline in a thread, which
   also works when stdin is a regular file or a terminal rather than a pipe.
@@ -30,8 +30,8 @@ from typing import Any, BinaryIO
 
 import anyio
 from anyio.abc import TaskGroup
-from jsonrpcserver import async_dispatch_to_serializable
-from jsonrpcserver.exceptions import JsonRpcError
+
+from agent.acp.dispatch import JsonRpcError, async_dispatch_to_serializable
 
 log = logging.getLogger("heron.wire")
 
@@ -446,7 +446,7 @@ def _key(request_id: Any) -> Any:
 
 def _adapt(handler: Handler) -> Handler:
     """Wrap a handler so RpcError becomes jsonrpcserver's error and results are wrapped."""
-    from jsonrpcserver import Success
+    from agent.acp.dispatch import Success
 
     async def method(**params: Any) -> Any:
         try:
@@ -461,7 +461,7 @@ def _adapt(handler: Handler) -> Handler:
 
 
 def _nodata() -> Any:
-    from jsonrpcserver.sentinels import NODATA
+    from agent.acp.dispatch import NODATA
 
     return NODATA
 

@@ -6,7 +6,7 @@
 - `errors`: failures → readable messages; `events`: what a stream yields.
 """
 
-from agent.llm.client import get_client, prewarm, stream_chat
+from agent.llm.client import get_client, keep_client, prewarm, stream_chat
 from agent.llm.events import (
     ContextTooLong,
     Finished,
@@ -30,6 +30,7 @@ __all__ = [
     "ThoughtDelta",
     "ToolCallNamed",
     "get_client",
+    "keep_client",
     "prewarm",
     "stream_chat",
 ]

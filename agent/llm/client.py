@@ -36,16 +36,32 @@ _client_key: tuple[Any, ...] | None = None
 async def get_client(settings: Settings) -> Any:
     """The shared AsyncOpenAI client, created (and openai imported) off the event loop."""
     global _client, _client_key
-    key = (settings.api_key, settings.base_url, settings.request_timeout, settings.max_retries)
+    key = _client_key_of(settings)
     if _client is None or _client_key != key:
         _client = await anyio.to_thread.run_sync(_make_client, settings)
         _client_key = key
     return _client
 
 
-def prewarm() -> None:
-    """Import openai now (call from a worker thread) so the first prompt does not wait."""
-    import openai  # noqa: F401
+def prewarm(settings: Settings) -> Any:
+    """Import openai and create the client now (call from a worker thread), so the first
+    prompt waits for neither; give the result to `keep_client` on the event loop."""
+    client = _make_client(settings)
+    # The client imports the module of each API on first use: these are the first prompt's
+    # (the request, and the context window asked from `/models`).
+    client.chat.completions.with_streaming_response  # noqa: B018
+    client.models  # noqa: B018
+    return client
+
+
+def keep_client(settings: Settings, client: Any) -> None:
+    """Make a client created by `prewarm` the shared one for these settings."""
+    global _client, _client_key
+    _client, _client_key = client, _client_key_of(settings)
+
+
+def _client_key_of(settings: Settings) -> tuple[Any, ...]:
+    return (settings.api_key, settings.base_url, settings.request_timeout, settings.max_retries)
 
 
 def _make_client(settings: Settings) -> Any:

@@ -6,17 +6,12 @@ neither `initialize` nor `session/new` waits for SQLite.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
-
-from agent.acp.protocol import Incoming, SkipInvalid
 from agent.acp.wire import INVALID_PARAMS, RpcError
 from agent.store.replay import replay_updates
 from agent.store.saver import Saver, restore
@@ -30,22 +25,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("heron.store")
 
 PAGE_SIZE = 50
-
-
-class LoadSessionParams(Incoming):
-    session_id: str
-    cwd: str
-    mcp_servers: Annotated[list[dict[str, Any]], SkipInvalid] = Field(default_factory=list)
-    additional_directories: Annotated[list[str], SkipInvalid] = Field(default_factory=list)
-
-
-class ListSessionsParams(Incoming):
-    cwd: str | None = None
-    cursor: str | None = None
-
-
-class SessionIdOnly(Incoming):
-    session_id: str
 
 
 # (session id, cwd, mcp servers) → a new live Session registered with the server
@@ -107,6 +86,8 @@ class SessionStore:
         return {}
 
     async def list(self, **params: Any) -> dict[str, Any]:
+        from agent.store.params import ListSessionsParams
+
         parsed = self.parse(ListSessionsParams, params)
         after = _decode_cursor(parsed.cursor) if parsed.cursor else None
         cwd = None
@@ -128,6 +109,8 @@ class SessionStore:
         return result
 
     async def close(self, **params: Any) -> dict[str, Any]:
+        from agent.store.params import SessionIdOnly
+
         parsed = self.parse(SessionIdOnly, params)
         # Unknown or already closed: nothing to free, and the editor's intent is met.
         session = self.sessions.pop(parsed.session_id, None)
@@ -136,6 +119,8 @@ class SessionStore:
         return {}
 
     async def delete(self, **params: Any) -> dict[str, Any]:
+        from agent.store.params import SessionIdOnly
+
         parsed = self.parse(SessionIdOnly, params)
         session = self.sessions.pop(parsed.session_id, None)
         if session is not None:
@@ -157,6 +142,8 @@ class SessionStore:
     # -- helpers -------------------------------------------------------------------------------
 
     async def _restore(self, params: dict[str, Any]) -> tuple[Session, StoredSession]:
+        from agent.store.params import LoadSessionParams
+
         parsed = self.parse(LoadSessionParams, params)
         cwd = self.check_cwd(parsed.cwd)
         session_id = parsed.session_id
@@ -217,10 +204,15 @@ def _info(row: SessionRow) -> dict[str, Any]:
 
 
 def _encode_cursor(updated_at: str, session_id: str) -> str:
+    import base64  # here, not at the top: this module is imported before `session/new`
+
     return base64.urlsafe_b64encode(f"{updated_at}\n{session_id}".encode()).decode()
 
 
 def _decode_cursor(cursor: str) -> tuple[str, str]:
+    import base64
+    import binascii
+
     try:
         updated_at, session_id = base64.urlsafe_b64decode(cursor.encode()).decode().split("\n")
     except (ValueError, binascii.Error, UnicodeError) as exc:

@@ -13,6 +13,7 @@ terminal) releases it in `finally` under `anyio.CancelScope(shield=True)`.
 
 from __future__ import annotations
 
+import copy
 import enum
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -27,6 +28,9 @@ from agent.tools.seen import SeenFiles
 
 if TYPE_CHECKING:
     from agent.tools.files_backend import Files
+
+
+_schemas: dict[type[BaseModel], dict[str, Any]] = {}  # Tool.input_schema's, by argument model
 
 
 class Safety(enum.Enum):
@@ -126,10 +130,17 @@ class Tool(ABC, Generic[ArgsT]):
     Args: ClassVar[type[BaseModel]]
 
     def input_schema(self) -> dict[str, Any]:
-        """JSON Schema of the arguments, as sent to the model."""
-        schema = self.Args.model_json_schema()
-        schema.pop("title", None)
-        return schema
+        """JSON Schema of the arguments, as sent to the model.
+
+        Generated once per argument model (tens of ms for all tools, which every session's
+        first request would pay again; `agent.warmup` pays it in the background), then copied.
+        """
+        schema = _schemas.get(self.Args)
+        if schema is None:
+            schema = self.Args.model_json_schema()
+            schema.pop("title", None)
+            _schemas[self.Args] = schema
+        return copy.deepcopy(schema)
 
     def parse_args(self, raw: dict[str, Any]) -> ArgsT:
         """Validate the model's arguments; pydantic's ValidationError explains what is wrong."""

@@ -1,4 +1,5 @@
-"""A prompt turn: `run_prompt` queues it behind the session's running one and runs the loop."""
+"""A prompt turn: the loop (loop.py), one model request (model.py), one tool call (calls.py),
+asking permission (permission.py) and the updates it sends (updates.py)."""
 
 from __future__ import annotations
 
@@ -12,17 +13,15 @@ if TYPE_CHECKING:
     from agent.acp.protocol import PromptBlock, StopReason
     from agent.session import Session
 
-__all__ = ["Turn", "run_prompt"]
+__all__ = ["Turn", "run_turn"]
 
 
-async def run_prompt(session: Session, blocks: list[PromptBlock]) -> StopReason:
-    """Answer a `session/prompt`: the turn's stop reason, `cancelled` if it was cancelled."""
-
-    async def turn(scope: anyio.CancelScope) -> StopReason:
-        running = Turn(session, scope)
-        try:
-            return await running.run(blocks)
-        finally:
-            running.close()
-
-    return await session.run_turn(turn)
+async def run_turn(
+    session: Session, scope: anyio.CancelScope, blocks: list[PromptBlock]
+) -> StopReason:
+    """One prompt turn in `scope` (Session.run_turn queues it); its stop reason."""
+    turn = Turn(session, scope)
+    try:
+        return await turn.run(blocks)
+    finally:
+        turn.close()
