@@ -21,6 +21,7 @@ from agent.permissions import PermissionMemory
 from agent.tools import builtin_tools
 from agent.tools.base import Tool, ToolContext
 from agent.tools.files_backend import Files
+from agent.undo.journal import UndoJournal
 
 if TYPE_CHECKING:
     from agent.acp.wire import Connection
@@ -55,6 +56,7 @@ class Session:
         self.permissions = PermissionMemory()
         self.builtin_tools: dict[str, Tool[Any]] = {tool.name: tool for tool in builtin_tools()}
         self.tools: dict[str, Tool[Any]] = dict(self.builtin_tools)
+        self.undo = UndoJournal()  # each turn's file changes, for /undo (agent.undo)
         fs = client_capabilities.fs
         self.files = Files(session_id, connection.request, fs.read_text_file, fs.write_text_file)
         self.tool_context = ToolContext(
@@ -64,6 +66,7 @@ class Session:
             client_request=connection.request,
             client_terminal=client_capabilities.terminal,
             settings=settings,
+            changes=self.undo,
         )
         self._tool_specs: list[dict[str, Any]] | None = None
         self._prompts: set[anyio.CancelScope] = set()  # the running prompt and those queued
