@@ -359,3 +359,65 @@ def test_commands_in_a_later_turn_are_mentioned_when_an_earlier_one_is_undone(
     message, _ = undo(fake_llm, client, sid)
     assert a.read_text() == "one\n"
     assert "Later turns ran shell commands" in message
+
+
+def test_a_file_changed_while_permission_is_asked_is_not_overwritten(heron, fake_llm, workspace):
+    a, b = Path(workspace, "a.txt"), Path(workspace, "b.txt")
+    a.write_text("a1\n")
+    b.write_text("b1\n")
+    client = heron()
+    sid = client.new_session(workspace)
+    turn(fake_llm, client, sid, edit("a.txt", "a1", "a2"), edit("b.txt", "b1", "b2"))
+
+    def user_saves_then_allows(params: dict[str, Any]) -> dict[str, Any]:
+        b.write_text("b2 and the user's edit\n")  # after the preview, before the answer
+        return {"outcome": "selected", "optionId": "allow_once"}
+
+    client.permission = user_saves_then_allows
+    message, calls = undo(fake_llm, client, sid)
+    assert b.read_text() == "b2 and the user's edit\n"
+    assert a.read_text() == "a1\n"
+    assert "b.txt changed since" in message
+    assert [d["path"] for d in diffs(final(calls))] == [str(a)]
+
+
+# -- combinations within one turn --------------------------------------------------------------
+
+
+def test_a_folder_moved_then_edited_inside_goes_back_in_one_undo(heron, fake_llm, workspace):
+    ws = Path(workspace)
+    (ws / "pkg").mkdir()
+    (ws / "pkg" / "mod.py").write_text("x = 1\n")
+    (ws / "pkg" / "keep.py").write_text("keep\n")
+    (ws / "blob.bin").write_bytes(b"\x00\xfe binary\n")
+    client = heron()  # ask: the question shows what will happen, computed without writing
+    sid = client.new_session(workspace)
+    turn(
+        fake_llm,
+        client,
+        sid,
+        edit("pkg/mod.py", "x = 1", "x = 2"),
+        Call("move_path", {"source": "pkg", "destination": "lib/pkg2"}),
+        edit("lib/pkg2/mod.py", "x = 2", "x = 3"),
+        Call("write_file", {"path": "blob.bin", "content": "text now\n", "overwrite_binary": True}),
+    )
+    assert (ws / "lib" / "pkg2" / "mod.py").read_text() == "x = 3\n"
+    asked = len(client.agent_requests)
+    message, calls = undo(fake_llm, client, sid)
+    question = next(
+        r for r in client.agent_requests[asked:] if r.method == "session/request_permission"
+    )
+    shown = question.params["toolCall"]["content"]
+    texts = [c["content"]["text"] for c in shown if c["type"] == "content"]
+    assert "changed since" not in " ".join(texts), texts  # the preview followed the move back
+    assert {
+        "type": "diff",
+        "path": str(ws / "pkg" / "mod.py"),
+        "oldText": "x = 2\n",
+        "newText": "x = 1\n",
+    } in shown
+    assert (ws / "pkg" / "mod.py").read_text() == "x = 1\n", message
+    assert (ws / "pkg" / "keep.py").read_text() == "keep\n"
+    assert not (ws / "lib").exists()
+    assert (ws / "blob.bin").read_bytes() == b"\x00\xfe binary\n"
+    assert final(calls)["status"] == "completed"

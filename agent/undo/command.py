@@ -31,12 +31,18 @@ async def run_undo(turn: Turn) -> None:
     tool = UndoTool(record)
     args = UndoArgs(turn=record.turn)
     call_id = turn.calls.announce("undo", tool.name, tool)
-    answer = await turn.calls.run_tool(call_id, tool, args, args.model_dump())
+    try:
+        answer = await turn.calls.run_tool(call_id, tool, args, args.model_dump())
+    finally:
+        if tool.started:  # even when cancelled halfway: what was reverted stays reverted
+            session.undo.mark_undone(record)
     if tool.outcomes is None:
+        if tool.started:
+            turn.updates.say(f"The undo failed partway; some files may be reverted: {answer}")
+            return
         why = "you rejected it." if answer == REJECTED else answer
         turn.updates.say(f"Nothing was undone, no file was changed: {why}")
         return
-    session.undo.mark_undone(record)
     done = [o for o in tool.outcomes if o.reverted]
     left = [o for o in tool.outcomes if not o.reverted]
     lines = []

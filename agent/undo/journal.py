@@ -208,9 +208,7 @@ class UndoJournal(FileChanges):
             for n in sorted(self._dirty_turns)
             if n in by_number
         ]
-        changes = [
-            (n, seq, json.dumps(c.dump(), ensure_ascii=False)) for n, seq, c in self._new_changes
-        ]
+        changes = [(n, seq, _json(c.dump())) for n, seq, c in self._new_changes]
         dropped = sorted(self._dropped)
         self._dirty_turns.clear()
         self._new_changes = []
@@ -235,3 +233,14 @@ class UndoJournal(FileChanges):
         self._dirty_turns.clear()
         self._new_changes = []
         self._dropped.clear()
+
+
+def _json(data: dict[str, Any]) -> str:
+    """JSON text SQLite can store: a path that is not UTF-8 (its bytes kept as surrogates)
+    cannot be encoded as is, so then everything is escaped."""
+    text = json.dumps(data, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(data)
+    return text

@@ -32,6 +32,7 @@ class UndoTool(Tool[UndoArgs]):
 
     def __init__(self, turn: TurnChanges) -> None:
         self.turn = turn
+        self.started = False  # the files began to change: the turn counts as undone
         self.outcomes: list[Outcome] | None = None  # set once it ran
 
     def paths(self, args: UndoArgs, ctx: ToolContext) -> list[Path]:
@@ -60,6 +61,7 @@ class UndoTool(Tool[UndoArgs]):
     async def execute(
         self, args: UndoArgs, ctx: ToolContext, preview: Preview
     ) -> AsyncIterator[ToolEvent]:
+        self.started = True
         self.outcomes = outcomes = await revert(self.turn.changes, Real(ctx.files), ctx.cwd)
         done = [o for o in outcomes if o.reverted]
         left = [o for o in outcomes if not o.reverted]
