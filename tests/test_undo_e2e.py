@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import sqlite3
 import stat
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -421,3 +423,26 @@ def test_a_folder_moved_then_edited_inside_goes_back_in_one_undo(heron, fake_llm
     assert not (ws / "lib").exists()
     assert (ws / "blob.bin").read_bytes() == b"\x00\xfe binary\n"
     assert final(calls)["status"] == "completed"
+
+
+def test_cancel_while_undo_asks_changes_nothing_and_the_turn_stays_undoable(
+    heron, fake_llm, workspace
+):
+    a = Path(workspace, "a.txt")
+    a.write_text("one\n")
+    client = heron()
+    sid = client.new_session(workspace)
+    turn(fake_llm, client, sid, edit("a.txt", "one", "two"))
+    client.permission_gate = threading.Event()  # the question stays open
+    asked = len(client.agent_requests)
+    pending = client.prompt_async(sid, "/undo")
+    deadline = time.monotonic() + 10
+    while not any(r.method == "session/request_permission" for r in client.agent_requests[asked:]):
+        assert time.monotonic() < deadline, "/undo did not ask"
+        time.sleep(0.05)
+    client.cancel(sid)
+    assert pending.result(10) == {"stopReason": "cancelled"}
+    assert a.read_text() == "two\n"
+    client.permission_gate = None
+    undo(fake_llm, client, sid)
+    assert a.read_text() == "one\n"
