@@ -218,3 +218,34 @@ def test_the_preview_simulates_without_writing_and_matches_the_real_run(tmp_path
     assert all(o.reverted for o in done)
     assert (src / "m.py").read_text() == "1\n"
     assert not (tmp_path / "out").exists() and not (src / "new.py").exists()
+
+
+def test_a_file_that_cannot_be_read_is_noted_and_the_change_goes_on(tmp_path: Path, monkeypatch):
+    path = tmp_path / "secret.bin"
+    path.write_bytes(b"\x00")
+
+    def unreadable(path: Path, max_bytes: int) -> Any:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(states, "file_state", unreadable)  # (root reads any file: no chmod)
+    journal = UndoJournal()
+    journal.start_turn()
+
+    async def go() -> Any:
+        return await journal.before_delete(path)
+
+    change = anyio.run(go)
+    assert change.before["kind"] == "lost" and "could not be read" in change.before["why"]
+
+
+def test_a_file_created_through_a_link_goes_and_the_link_stays(tmp_path: Path):
+    link = tmp_path / "link.txt"
+    link.symlink_to("target.txt")  # dangling: the write creates the target
+    journal = UndoJournal()
+    journal.start_turn()
+    write(journal, link, None, "through the link\n")
+    assert (tmp_path / "target.txt").read_text() == "through the link\n"
+    outcomes = anyio.run(revert, journal.turns[0].changes, Real(local_files()), tmp_path)
+    assert [o.reverted for o in outcomes] == [True]
+    assert not (tmp_path / "target.txt").exists()
+    assert os.readlink(link) == "target.txt"

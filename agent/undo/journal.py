@@ -130,14 +130,14 @@ class UndoJournal(FileChanges):
                 before = states.text_state(old, path, MAX_FILE_BYTES)
             else:  # nothing there, or a file that is not text (overwrite_binary)
                 # (through a link: the file written is the link's target)
-                before = states.file_state(Path(os.path.realpath(path)), MAX_FILE_BYTES)
+                before = _file_state(Path(os.path.realpath(path)))
             return Change("write", str(path), before, made_dirs=made)
 
         return await anyio.to_thread.run_sync(capture)
 
     async def before_delete(self, path: Path) -> Change:
         def capture() -> Change:
-            return Change("delete", str(path), states.file_state(path, MAX_FILE_BYTES))
+            return Change("delete", str(path), _file_state(path))
 
         return await anyio.to_thread.run_sync(capture)
 
@@ -229,10 +229,20 @@ class UndoJournal(FileChanges):
                 continue  # a damaged row: that turn cannot be undone, the others can
             self.turns.append(turn)
             self._size += turn.size()
-        self._next_turn = max((t.turn for t in self.turns), default=0) + 1
+        # Past every saved number, damaged rows included, so no new turn mixes with one.
+        self._next_turn = max((row[0] for row in rows), default=0) + 1
         self._dirty_turns.clear()
         self._new_changes = []
         self._dropped.clear()
+
+
+def _file_state(path: Path) -> State:
+    """The state on disk; keeping it must never stop the tool, so a file that cannot be read
+    is noted as not kept."""
+    try:
+        return states.file_state(path, MAX_FILE_BYTES)
+    except OSError as exc:
+        return states.lost(f"it could not be read to keep it ({exc.strerror or exc})")
 
 
 def _json(data: dict[str, Any]) -> str:

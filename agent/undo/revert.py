@@ -14,6 +14,7 @@ move, files that are not text, links, folders) is done on the local disk, like t
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,8 @@ from agent.tools.paths import display_path, printable
 from agent.undo import states
 from agent.undo.journal import Change, digest
 from agent.undo.states import State
+
+log = logging.getLogger("heron.undo")
 
 
 @dataclass(frozen=True)
@@ -204,7 +207,12 @@ async def revert(changes: list[Change], files: FilesLike, cwd: Path) -> list[Out
         shown = display_path(Path(change.path), cwd)
         try:
             outcomes.append(await _revert(change, files, cwd, shown))
-        except (OSError, WriteFailed, ValueError) as exc:
+        except (OSError, WriteFailed) as exc:
+            outcomes.append(Outcome(shown, False, f"{shown} could not be reverted: {exc}."))
+        except (
+            Exception
+        ) as exc:  # the editor refused a write, a damaged record...: the rest goes on
+            log.warning("reverting %s failed", change.path, exc_info=True)
             outcomes.append(Outcome(shown, False, f"{shown} could not be reverted: {exc}."))
     return outcomes
 

@@ -200,10 +200,12 @@ def replace_bytes(path: Path, state: State) -> None:
 
 
 def remove_file(path: Path) -> None:
-    """Delete what a change created: a file or a link (never a folder)."""
-    if os.path.isdir(path) and not os.path.islink(path):
+    """Delete the file a write created (never a folder). Through a link, the file the write
+    created is the link's target: that goes, and the link stays as it was before."""
+    target = os.path.realpath(path)
+    if os.path.isdir(target):
         raise IsADirectoryError(f"{path} is a folder now")
-    os.unlink(path)
+    os.unlink(target)
 
 
 def remove_empty(folders: list[str]) -> None:
