@@ -446,3 +446,25 @@ def test_cancel_while_undo_asks_changes_nothing_and_the_turn_stays_undoable(
     client.permission_gate = None
     undo(fake_llm, client, sid)
     assert a.read_text() == "one\n"
+
+
+def test_when_nothing_can_be_reverted_nothing_is_asked_and_the_next_undo_moves_on(
+    heron, fake_llm, workspace
+):
+    a, b = Path(workspace, "a.txt"), Path(workspace, "b.txt")
+    a.write_text("a1\n")
+    b.write_text("b1\n")
+    client = heron()  # ask mode
+    sid = client.new_session(workspace)
+    turn(fake_llm, client, sid, edit("a.txt", "a1", "a2"))
+    turn(fake_llm, client, sid, edit("b.txt", "b1", "b2"))
+    b.write_text("the user's b\n")
+    asked = len(client.agent_requests)
+    message, calls = undo(fake_llm, client, sid)
+    assert not [r for r in client.agent_requests[asked:] if r.method.startswith("session/req")]
+    assert b.read_text() == "the user's b\n"
+    assert "b.txt changed since" in message and "/undo again" in message
+    assert final(calls)["status"] == "failed"
+    undo(fake_llm, client, sid)
+    assert a.read_text() == "a1\n"
+    assert b.read_text() == "the user's b\n"

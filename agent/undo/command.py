@@ -41,7 +41,12 @@ async def run_undo(turn: Turn) -> None:
             turn.updates.say(f"The undo failed partway; some files may be reverted: {answer}")
             return
         why = "you rejected it." if answer == REJECTED else answer
-        turn.updates.say(f"Nothing was undone, no file was changed: {why}")
+        message = f"Nothing was undone, no file was changed: {why}"
+        if tool.preview is not None and not any(o.reverted for o in tool.preview):
+            session.undo.mark_undone(record)  # nothing left of it to take back: move on
+            if session.undo.last_to_undo()[0] is not None:
+                message += "\n\nRun /undo again to revert the turn before it."
+        turn.updates.say(message)
         return
     done = [o for o in tool.outcomes if o.reverted]
     left = [o for o in tool.outcomes if not o.reverted]

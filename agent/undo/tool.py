@@ -34,6 +34,7 @@ class UndoTool(Tool[UndoArgs]):
         self.turn = turn
         self.started = False  # the files began to change: the turn counts as undone
         self.outcomes: list[Outcome] | None = None  # set once it ran
+        self.preview: list[Outcome] | None = None  # what describe() found it would do
 
     def paths(self, args: UndoArgs, ctx: ToolContext) -> list[Path]:
         out: list[Path] = []
@@ -46,12 +47,19 @@ class UndoTool(Tool[UndoArgs]):
     def permission_keys(self, args: UndoArgs) -> list[str]:
         return [self.name]
 
+    def refusal(self, args: UndoArgs) -> str | None:
+        """Nothing to ask about when nothing can be reverted."""
+        if self.preview is None or any(o.reverted for o in self.preview):
+            return None
+        return "nothing of that turn can be reverted. " + " ".join(o.note for o in self.preview)
+
     async def describe(self, args: UndoArgs, ctx: ToolContext) -> Preview:
         try:
             outcomes = await revert(self.turn.changes, Simulated(Real(ctx.files)), ctx.cwd)
         except Exception:  # a preview never fails; execute reports the problem
             log.exception("preview of /undo failed")
             return Preview(title="Undo the last turn's file changes")
+        self.preview = outcomes
         return Preview(
             title=_title(outcomes),
             locations=_locations(outcomes),
