@@ -311,20 +311,28 @@ def test_with_the_editors_fs_undo_writes_through_it(heron, fake_llm, workspace):
     client = heron(*FULL, client_capabilities=FS_CAPS)
     client.buffers[str(a)] = "unsaved buffer\n"
     sid = client.new_session(workspace)
+    c = Path(workspace, "c.txt")
+    c.write_text("c on disk\n")
+    client.buffers[str(c)] = "c buffer\n"
     turn(
         fake_llm,
         client,
         sid,
         edit("a.txt", "unsaved", "edited"),
         Call("write_file", {"path": "b.txt", "content": "new\n"}),
+        edit("c.txt", "c buffer", "c by the agent"),
     )
     assert client.buffers[str(a)] == "edited buffer\n"
+    client.buffers[str(c)] = "c by the agent\nand the user typing, unsaved\n"
     writes = len(client.fs_writes)
-    _, calls = undo(fake_llm, client, sid)
+    message, calls = undo(fake_llm, client, sid)
     assert client.fs_writes[writes:] == [(str(a), "unsaved buffer\n")]  # the buffer, through fs
     assert client.buffers[str(a)] == "unsaved buffer\n"
     assert not b.exists()  # ACP cannot delete: the disk
     assert {d["path"] for d in diffs(final(calls))} == {str(a), str(b)}
+    # The user's unsaved typing in the editor counts as a change: c.txt is left alone.
+    assert client.buffers[str(c)] == "c by the agent\nand the user typing, unsaved\n"
+    assert "c.txt changed since" in message
 
 
 # -- shell commands ----------------------------------------------------------------------------
