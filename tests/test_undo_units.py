@@ -182,6 +182,11 @@ def test_folder_states_are_bounded_and_refuse_special_files(tmp_path: Path, monk
     with pytest.raises(FileExistsError):  # never over something that is there
         states.create(copy / "bin", {"kind": "bytes", "data": "", "mode": None})
 
+    escape = {"kind": "dir", "mode": None, "entries": [{"path": "../out", "state": state}]}
+    with pytest.raises(ValueError):  # a damaged record never writes outside its folder
+        states.create(tmp_path / "evil", escape)
+    assert not (tmp_path / "out").exists()
+
     os.mkfifo(tree / "fifo")
     state = states.file_state(tree, 1 << 20)
     assert state["kind"] == "lost" and "FIFO" in state["why"]

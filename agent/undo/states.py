@@ -161,7 +161,10 @@ def create(path: Path, state: State) -> None:
     elif kind == "dir":
         os.mkdir(path, 0o700)
         for entry in state["entries"]:
-            create(path / entry["path"], entry["state"])
+            rel = Path(entry["path"])
+            if rel.is_absolute() or ".." in rel.parts:  # a damaged record: stay in the folder
+                raise ValueError(f"refusing to re-create {rel} outside {path}")
+            create(path / rel, entry["state"])
         _chmod(path, state.get("mode"), 0o755)
     elif kind in ("text", "bytes"):
         mode = state.get("mode")
