@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from agent.store.saver import Saver
     from agent.tools.base import Tool, ToolContext
     from agent.tools.files_backend import Files
+    from agent.undo.journal import UndoJournal
 
 log = logging.getLogger("heron.session")
 
@@ -114,7 +115,15 @@ class Session:
             client_request=self.connection.request,
             client_terminal=self.client_capabilities.terminal,
             settings=self.settings,
+            changes=self.undo,
         )
+
+    @cached_property
+    def undo(self) -> UndoJournal:
+        """Each turn's file changes, for /undo (agent.undo)."""
+        from agent.undo.journal import UndoJournal
+
+        return UndoJournal()
 
     def tool_specs(self) -> list[dict[str, Any]]:
         """The tools as OpenAI functions; built once, they only change when the tools do."""

@@ -47,6 +47,24 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (session_id, seq)
     ) WITHOUT ROWID;
     """,
+    """
+    -- /undo (agent.undo): per turn, whether it was undone and the untracked tools it ran...
+    CREATE TABLE undo_turns (
+        session_id TEXT NOT NULL,
+        turn INTEGER NOT NULL,
+        undone INTEGER NOT NULL DEFAULT 0,
+        untracked TEXT NOT NULL DEFAULT '[]',
+        PRIMARY KEY (session_id, turn)
+    ) WITHOUT ROWID;
+    -- ... and each change's prior state (JSON, up to a MB: a rowid table holds that better).
+    CREATE TABLE undo_changes (
+        session_id TEXT NOT NULL,
+        turn INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        change TEXT NOT NULL,
+        UNIQUE (session_id, turn, seq)
+    );
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -72,6 +90,8 @@ class StoredSession:
     row: SessionRow
     history: list[dict[str, Any]] = field(default_factory=list)
     transcript: list[dict[str, Any]] = field(default_factory=list)
+    # /undo's turns: (turn, undone, untracked JSON, change JSON texts in order)
+    undo: list[tuple[int, int, str, list[str]]] = field(default_factory=list)
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -154,8 +174,40 @@ def put_updates(conn: sqlite3.Connection, session_id: str, start: int, payloads:
     )
 
 
+def put_undo(
+    conn: sqlite3.Connection,
+    session_id: str,
+    turns: list[tuple[int, int, str]],
+    changes: list[tuple[int, int, str]],
+    dropped: list[int],
+) -> None:
+    """Upsert undo turn rows (turn, undone, untracked), add change rows (turn, seq, change),
+    and forget dropped turns."""
+    for turn in dropped:
+        conn.execute("DELETE FROM undo_turns WHERE session_id = ? AND turn = ?", (session_id, turn))
+        conn.execute(
+            "DELETE FROM undo_changes WHERE session_id = ? AND turn = ?", (session_id, turn)
+        )
+    conn.executemany(
+        """INSERT INTO undo_turns (session_id, turn, undone, untracked) VALUES (?, ?, ?, ?)
+           ON CONFLICT (session_id, turn) DO UPDATE SET undone = excluded.undone,
+               untracked = excluded.untracked""",
+        [(session_id, *row) for row in turns],
+    )
+    conn.executemany(
+        "INSERT OR REPLACE INTO undo_changes (session_id, turn, seq, change) VALUES (?, ?, ?, ?)",
+        [(session_id, *row) for row in changes],
+    )
+
+
 def delete_session(conn: sqlite3.Connection, session_id: str) -> None:
-    for table, column in (("history", "session_id"), ("updates", "session_id"), ("sessions", "id")):
+    for table, column in (
+        ("history", "session_id"),
+        ("updates", "session_id"),
+        ("undo_turns", "session_id"),
+        ("undo_changes", "session_id"),
+        ("sessions", "id"),
+    ):
         conn.execute(f"DELETE FROM {table} WHERE {column} = ?", (session_id,))
 
 
@@ -177,6 +229,7 @@ def load_session(conn: sqlite3.Connection, session_id: str) -> StoredSession | N
         stored.transcript = _json_list(
             conn, "SELECT payload FROM updates WHERE session_id = ? ORDER BY seq", session_id
         )
+        stored.undo = _undo_turns(conn, session_id)
         return stored
     finally:
         conn.execute("COMMIT")
@@ -200,6 +253,22 @@ def list_sessions(
     sql += " ORDER BY updated_at DESC, id DESC LIMIT ?"
     args.append(limit)
     return [_row(r) for r in conn.execute(sql, args)]
+
+
+def _undo_turns(conn: sqlite3.Connection, session_id: str) -> list[tuple[int, int, str, list[str]]]:
+    changes: dict[int, list[str]] = {}
+    for turn, change in conn.execute(
+        "SELECT turn, change FROM undo_changes WHERE session_id = ? ORDER BY turn, seq",
+        (session_id,),
+    ):
+        changes.setdefault(turn, []).append(change)
+    return [
+        (turn, undone, untracked, changes.get(turn, []))
+        for turn, undone, untracked in conn.execute(
+            "SELECT turn, undone, untracked FROM undo_turns WHERE session_id = ? ORDER BY turn",
+            (session_id,),
+        )
+    ]
 
 
 def session_row(conn: sqlite3.Connection, session_id: str) -> SessionRow | None:

@@ -87,6 +87,7 @@ class Saver:
         first_update = max(self.transcript_saved - 1, 0)
         updates = [json.dumps(u, ensure_ascii=False) for u in session.transcript[first_update:]]
         session_id = session.id
+        undo_turns, undo_changes, undo_dropped = session.undo.take_unsaved()
 
         def write(conn: Any) -> None:
             from agent.store import db
@@ -96,6 +97,8 @@ class Saver:
                 db.put_history(conn, session_id, start, messages, replace)
             if updates:
                 db.put_updates(conn, session_id, first_update, updates)
+            if undo_turns or undo_changes or undo_dropped:
+                db.put_undo(conn, session_id, undo_turns, undo_changes, undo_dropped)
 
         self.store.write(write)
         self.history_saved = len(history)
@@ -144,6 +147,7 @@ def restore(session: Session, stored: StoredSession, saver: Saver) -> None:
     session.history = answer_dangling_calls(stored.history)
     session.transcript = stored.transcript
     session.title = stored.row.title
+    session.undo.restore(stored.undo)
     if stored.row.mode:
         session.mode = stored.row.mode
     for update in stored.transcript:

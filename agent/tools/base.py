@@ -90,6 +90,27 @@ ToolEvent = Progress | PlanChanged | ToolResult
 ClientRequest = Callable[[str, dict[str, Any]], Awaitable[Any]]
 
 
+class FileChanges:
+    """Told by the file tools right before and after they change a file, so the change can be
+    taken back later (agent.undo keeps the prior state). This default keeps nothing.
+
+    `before_*` returns a token for the change about to happen; `done(token, written)` says it
+    happened (`written`: the text now in the file, None when the path is gone). A change that
+    fails is never `done`, and nothing of it is kept."""
+
+    async def before_write(self, path: Path, old: str | None) -> Any:
+        return None
+
+    async def before_delete(self, path: Path) -> Any:
+        return None
+
+    async def before_move(self, source: Path, destination: Path) -> Any:
+        return None
+
+    def done(self, token: Any, written: str | None = None) -> None:
+        return None
+
+
 @dataclass
 class ToolContext:
     """What a running tool may use; the same whether work goes through the client or not."""
@@ -101,6 +122,7 @@ class ToolContext:
     client_terminal: bool  # the client advertised terminal/*
     settings: Any = None  # agent.config.Settings (limits, timeouts)
     seen: SeenFiles = field(default_factory=SeenFiles)  # what the model saw of each file
+    changes: FileChanges = field(default_factory=FileChanges)  # prior states, for /undo
 
     def resolve(self, path: str) -> Path:
         """An absolute, normalised path; relative paths are taken from the session cwd."""

@@ -282,12 +282,15 @@ def _check_seen(ctx: ToolContext, path: Path, shown: str, current: Current) -> N
         )
 
 
-async def _write(ctx: ToolContext, path: Path, text: str) -> None:
-    """Write and remember the written text as seen by the model (it produced it)."""
+async def _write(ctx: ToolContext, path: Path, text: str, old: str | None) -> None:
+    """Write and remember the written text as seen by the model (it produced it). `old` is
+    the text it replaces (None: no text file there), kept for /undo."""
+    change = await ctx.changes.before_write(path, old)
     try:
         st = await ctx.files.write_text(path, text)
     except WriteFailed as exc:
         raise ToolError(str(exc)) from None
+    ctx.changes.done(change, text)
     ctx.seen.saw_text(path, text, st)
 
 
@@ -349,7 +352,7 @@ class WriteFile(OneShotTool[WriteFileArgs]):
             ctx.seen.saw_text(path, old, current.stat)
             return ToolResult(ok=True, output=f"{shown} already has this content; nothing written.")
         existed = old is not None or await anyio.Path(path).exists()
-        await _write(ctx, path, args.content)
+        await _write(ctx, path, args.content, old)
         n = count_lines(args.content)
         verb = "Wrote" if existed else "Created"
         return ToolResult(
@@ -408,7 +411,7 @@ class EditFile(OneShotTool[EditFileArgs]):
         shown = display_path(path, ctx.cwd)
         old = (await _unchanged_since(ctx, path, shown, preview)).text
         new, count = apply_edit(old, args, shown)
-        await _write(ctx, path, new)
+        await _write(ctx, path, new, old)
         line, last = changed_lines(old or "", new)
         lines = split_lines(new)
         first_shown = max(1, line - SNIPPET_CONTEXT)
@@ -529,10 +532,13 @@ class DeletePath(OneShotTool[DeletePathArgs]):
             shutil.rmtree(path)
             return f"Deleted the folder {shown} and all it contained."
 
+        change = await ctx.changes.before_delete(path)
         try:
-            return ToolResult(ok=True, output=await anyio.to_thread.run_sync(delete))
+            output = await anyio.to_thread.run_sync(delete)
         except FileNotFoundError:
             raise ToolError(f"Nothing to delete: {shown} does not exist.") from None
+        ctx.changes.done(change)
+        return ToolResult(ok=True, output=output)
 
 
 class MovePathArgs(BaseModel):
@@ -579,7 +585,9 @@ class MovePath(OneShotTool[MovePathArgs]):
             destination.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(source, destination)  # a rename, or copy and delete across devices
 
+        change = await ctx.changes.before_move(source, destination)
         await anyio.to_thread.run_sync(move)
+        ctx.changes.done(change)
         return ToolResult(
             ok=True, output=f"Moved {src} to {dst}.", locations=[location(destination)]
         )

@@ -233,7 +233,11 @@ class WriteFailed(Exception):
 def write_text(path: Path | str, text: str) -> os.stat_result:
     """Replace the text of `path` (creating it and missing parent folders if needed) without
     losing the file's identity or metadata; returns the new file's stat."""
-    data = text.encode("utf-8", "surrogatepass")
+    return write_bytes(path, text.encode("utf-8", "surrogatepass"))
+
+
+def write_bytes(path: Path | str, data: bytes) -> os.stat_result:
+    """`write_text` for bytes (agent.undo puts back files that are not text)."""
     target = Path(os.path.realpath(path))  # through symlinks: the link stays a link
     try:
         st: os.stat_result | None = check_regular(target)

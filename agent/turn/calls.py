@@ -34,10 +34,11 @@ class ToolCalls:
         self.open: set[str] = set()  # announced, not yet completed or failed
         self.results: dict[str, str] = {}  # call id → what the model reads of its result
 
-    def announce(self, model_call_id: str, name: str) -> str:
-        """Show a call as soon as the model names it; returns its id in this session."""
+    def announce(self, model_call_id: str, name: str, tool: Tool[Any] | None = None) -> str:
+        """Show a call as soon as the model names it (or Heron's own `tool`, e.g. /undo's);
+        returns its id in this session."""
         call_id = self.session.new_call_id(model_call_id)
-        tool = self.session.tools.get(name)
+        tool = tool or self.session.tools.get(name)
         self.open.add(call_id)
         self.updates.emit(
             ToolCallStart(
@@ -109,7 +110,14 @@ class ToolCalls:
             return self.fail(
                 call_id, f"Invalid arguments for {call.name}: {_readable(exc)}", raw_args
             )
+        return await self.run_tool(call_id, tool, args, raw_args)
 
+    async def run_tool(
+        self, call_id: str, tool: Tool[Any], args: Any, raw_args: dict[str, Any]
+    ) -> str:
+        """Run an announced call of `tool` with parsed `args`: preview, permission, execute,
+        result. Returns what the model reads."""
+        session = self.session
         preview = await self._describe(tool, args)
         self.updates.emit(
             ToolCallProgress(
@@ -124,6 +132,7 @@ class ToolCalls:
         if problem:
             return self.fail(call_id, problem)
         self.updates.emit(ToolCallProgress(tool_call_id=call_id, status="in_progress"))
+        session.undo.ran(tool, args)  # notes commands, whose changes /undo cannot take back
         result = await self._execute(call_id, tool, args, preview)
         self.finish(call_id, result)
         return truncate_middle(result.output, session.settings.max_tool_output_chars)

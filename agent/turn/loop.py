@@ -56,6 +56,7 @@ class Turn:
         self.updates = Updates(session)
         self.calls = ToolCalls(session, self.updates, scope)
         self.model = Model(session, self.updates, self.calls)
+        session.undo.start_turn()  # file changes from here on belong to this turn (/undo)
 
     async def run(self, blocks: list[PromptBlock]) -> StopReason:
         session = self.session
@@ -95,5 +96,6 @@ class Turn:
         """End the turn: fail what is still open, answer the model's dangling calls, go quiet."""
         reason = CANCELLED if self.scope.cancel_called else "The turn ended before this call ran."
         self.calls.close(reason)
+        self.session.undo.end_turn()
         self.updates.closed = True
         self.updates.checkpoint()

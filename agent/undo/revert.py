@@ -1,0 +1,280 @@
+"""Reverting one turn's changes, newest first, never over a file changed since.
+
+The same steps run twice: first against `Simulated` files (what the preview and the permission
+question show, nothing written), then, once allowed, against the `Real` ones, where every step
+checks the file again right before writing. A write is reverted only when the file still holds
+exactly what the tool wrote (its hash); a deleted path is re-created only when nothing is there
+again; a move goes back only when the destination is still there and the source is free.
+Anything else is reported and left as it is: an undo never loses anyone's edit.
+
+Text goes through the session's `Files` (the editor's fs/write_text_file when it offers it,
+else the disk with files_io's care for links, owner and mode); what ACP cannot do (delete,
+move, files that are not text, links, folders) is done on the local disk, like the tools do.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import anyio
+
+from agent.acp.protocol import ContentItem, DiffItem, ToolCallContent
+from agent.tools.files_backend import Files
+from agent.tools.files_io import NotAFile, NotText, WriteFailed
+from agent.tools.paths import display_path, printable
+from agent.undo import states
+from agent.undo.journal import Change, digest
+from agent.undo.states import State
+
+log = logging.getLogger("heron.undo")
+
+
+@dataclass(frozen=True)
+class Look:
+    """A path as it is now (or will be, in a simulation)."""
+
+    exists: bool
+    text: str | None = None  # None: missing, a folder, or not text
+    digest: str | None = None
+    folder: bool = False
+
+
+GONE = Look(False)
+
+
+def look_of(state: State) -> Look:
+    kind = state["kind"]
+    if kind == "absent":
+        return GONE
+    if kind == "text":
+        return Look(True, state["text"], digest(state["text"]))
+    return Look(True, folder=kind == "dir")
+
+
+class FilesLike(Protocol):
+    async def look(self, path: str) -> Look: ...
+    async def put_text(self, path: str, text: str) -> None: ...
+    async def put_bytes(self, path: str, state: State) -> None: ...
+    async def create(self, path: str, state: State) -> None: ...
+    async def remove(self, path: str) -> None: ...
+    async def remove_dirs(self, folders: list[str]) -> None: ...
+    async def move(self, source: str, destination: str) -> None: ...
+
+
+class Real:
+    """The files themselves, through the session's `Files` for text."""
+
+    def __init__(self, files: Files) -> None:
+        self.files = files
+
+    async def look(self, path: str) -> Look:
+        try:
+            current = await self.files.current(Path(path))
+        except IsADirectoryError:
+            return Look(True, folder=True)
+        except (NotText, NotAFile):
+            return Look(True)
+        if current.text is None:
+            return Look(await anyio.to_thread.run_sync(os.path.lexists, path))
+        return Look(True, current.text, digest(current.text))
+
+    async def put_text(self, path: str, text: str) -> None:
+        await self.files.write_text(Path(path), text)
+
+    async def put_bytes(self, path: str, state: State) -> None:
+        await anyio.to_thread.run_sync(states.replace_bytes, Path(path), state)
+
+    async def create(self, path: str, state: State) -> None:
+        if state["kind"] == "text" and self.files.via_editor:
+            if await anyio.to_thread.run_sync(os.path.lexists, path):
+                raise FileExistsError(f"{path} exists")
+            await self.files.write_text(Path(path), state["text"])
+            await anyio.to_thread.run_sync(states.restore_mode, Path(path), state)
+            return
+        await anyio.to_thread.run_sync(states.create, Path(path), state)
+
+    async def remove(self, path: str) -> None:
+        await anyio.to_thread.run_sync(states.remove_file, Path(path))
+
+    async def remove_dirs(self, folders: list[str]) -> None:
+        await anyio.to_thread.run_sync(states.remove_empty, folders)
+
+    async def move(self, source: str, destination: str) -> None:
+        await anyio.to_thread.run_sync(states.move, Path(source), Path(destination))
+
+
+class Simulated:
+    """The real files seen through the steps taken so far; nothing is written."""
+
+    def __init__(self, real: Real) -> None:
+        self.real = real
+        self.overlay: dict[str, Look] = {}
+        # Moves taken, oldest first: ("vacated", path) and ("from", path, real path).
+        self.moves: list[tuple[str, ...]] = []
+
+    def _real_path(self, path: str) -> str | None:
+        for move in reversed(self.moves):
+            if path == move[1] or path.startswith(move[1].rstrip("/") + "/"):
+                return None if move[0] == "vacated" else move[2] + path[len(move[1]) :]
+        return path
+
+    async def look(self, path: str) -> Look:
+        if path in self.overlay:
+            return self.overlay[path]
+        real = self._real_path(path)
+        return GONE if real is None else await self.real.look(real)
+
+    async def put_text(self, path: str, text: str) -> None:
+        self.overlay[path] = Look(True, text, digest(text))
+
+    async def put_bytes(self, path: str, state: State) -> None:
+        self.overlay[path] = Look(True)
+
+    async def create(self, path: str, state: State) -> None:
+        self.overlay[path] = look_of(state)
+        for entry in state.get("entries") or ():
+            self.overlay[os.path.join(path, entry["path"])] = look_of(entry["state"])
+
+    async def remove(self, path: str) -> None:
+        self.overlay[path] = GONE
+
+    async def remove_dirs(self, folders: list[str]) -> None:
+        return None
+
+    async def move(self, source: str, destination: str) -> None:
+        real = self._real_path(source)
+        prefix = source.rstrip("/") + "/"
+        for key in [k for k in self.overlay if k == source or k.startswith(prefix)]:
+            self.overlay[destination + key[len(source) :]] = self.overlay.pop(key)
+        self.moves.append(("vacated", source))
+        if real is not None:
+            self.moves.append(("from", destination, real))
+        self.overlay[source] = GONE
+
+
+@dataclass
+class Outcome:
+    """What became of one change: reverted or left as it is, and why."""
+
+    path: str  # as shown to the user
+    reverted: bool
+    note: str  # what was done, or why not
+    diff: DiffItem | None = None
+    will: str = ""  # what will be done (the preview's words); empty: as `note`
+
+    def content(self, preview: bool) -> list[ToolCallContent]:
+        """What the editor shows: the diff, with words for what a diff does not say."""
+        words = (self.will or self.note) if preview else self.note
+        if self.diff is None:
+            return [ContentItem.of(words)]
+        if self.reverted and self.diff.new_text == "" and self.diff.old_text is not None:
+            return [ContentItem.of(words), self.diff]  # a deletion, not an emptied file
+        return [self.diff]
+
+
+def collapse(changes: list[Change]) -> list[Change]:
+    """Several writes to one path in a turn become one (its first prior state, its last
+    result), unless a delete or move touched that path: then each is reverted in turn."""
+    moved = [p for c in changes if c.op != "write" for p in (c.path, c.source) if p]
+
+    def touched(path: str) -> bool:
+        return any(path == p or path.startswith(p.rstrip("/") + "/") for p in moved)
+
+    out: list[Change | None] = []
+    where: dict[str, int] = {}
+    for change in changes:
+        if change.op == "write" and not touched(change.path):
+            if change.path in where:
+                first = out[where[change.path]]
+                assert first is not None
+                out[where[change.path]] = None
+                change = Change(
+                    "write", change.path, first.before, change.after, made_dirs=first.made_dirs
+                )
+            where[change.path] = len(out)
+        out.append(change)
+    return [c for c in out if c is not None]
+
+
+async def revert(changes: list[Change], files: FilesLike, cwd: Path) -> list[Outcome]:
+    """Revert a turn's changes, newest first; one outcome per change."""
+    outcomes = []
+    for change in reversed(collapse(changes)):
+        shown = display_path(Path(change.path), cwd)
+        try:
+            outcomes.append(await _revert(change, files, cwd, shown))
+        except (OSError, WriteFailed) as exc:
+            outcomes.append(Outcome(shown, False, f"{shown} could not be reverted: {exc}."))
+        except (
+            Exception
+        ) as exc:  # the editor refused a write, a damaged record...: the rest goes on
+            log.warning("reverting %s failed", change.path, exc_info=True)
+            outcomes.append(Outcome(shown, False, f"{shown} could not be reverted: {exc}."))
+    return outcomes
+
+
+async def _revert(change: Change, files: FilesLike, cwd: Path, shown: str) -> Outcome:
+    before = change.before
+    path = change.path
+    if change.op == "move":
+        assert change.source is not None
+        source = display_path(Path(change.source), cwd)
+        if not (await files.look(path)).exists:
+            return Outcome(
+                shown, False, f"{shown} is gone since, so it was not moved back to {source}."
+            )
+        if (await files.look(change.source)).exists:
+            return Outcome(
+                shown, False, f"{source} exists again, so {shown} was not moved back over it."
+            )
+        await files.move(path, change.source)
+        await files.remove_dirs(change.made_dirs)
+        return Outcome(
+            shown, True, f"Moved {shown} back to {source}.", will=f"Move {shown} back to {source}."
+        )
+    if before["kind"] == "lost":
+        verb = "re-created" if change.op == "delete" else "reverted"
+        return Outcome(shown, False, f"{shown} was not {verb}: {before['why']}.")
+    now = await files.look(path)
+    if change.op == "delete":
+        if now.exists:
+            return Outcome(shown, False, f"{shown} exists again, so it was not re-created over it.")
+        await files.create(path, before)
+        if before["kind"] == "text":
+            diff = DiffItem(path=printable(path), old_text=None, new_text=before["text"])
+            return Outcome(shown, True, f"Re-created {shown}.", diff, f"Re-create {shown}.")
+        what = {"dir": "the folder ", "link": "the link "}.get(before["kind"], "")
+        return Outcome(shown, True, f"Re-created {what}{shown}.", will=f"Re-create {what}{shown}.")
+    if change.after is None or now.digest != change.after:
+        since = "was deleted" if not now.exists else "changed"
+        return Outcome(
+            shown,
+            False,
+            f"{shown} {since} since that turn, so it was left as it is (not overwritten).",
+        )
+    if before["kind"] == "absent":
+        await files.remove(path)
+        await files.remove_dirs(change.made_dirs)
+        diff = DiffItem(path=printable(path), old_text=now.text, new_text="")
+        return Outcome(
+            shown,
+            True,
+            f"Deleted {shown}, which that turn created.",
+            diff,
+            f"Delete {shown}, which that turn created.",
+        )
+    if before["kind"] == "text":
+        await files.put_text(path, before["text"])
+        diff = DiffItem(path=printable(path), old_text=now.text, new_text=before["text"])
+        return Outcome(shown, True, f"Reverted {shown}.", diff, f"Revert {shown}.")
+    await files.put_bytes(path, before)
+    return Outcome(
+        shown,
+        True,
+        f"Put back the earlier bytes of {shown} (not text).",
+        will=f"Put back the earlier bytes of {shown} (not text).",
+    )
