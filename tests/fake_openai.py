@@ -330,6 +330,7 @@ class FakeOpenAI:
         self._closing = threading.Event()
         self.client_gone = threading.Event()
         self.disconnects = 0
+        self.send_seconds: list[float] = []  # per complete stream: first event → last byte
         # Validate requests like llama-cpp-python: an assistant message's content must be a
         # string (null is a 500 with a pydantic dump), and the body must be valid UTF-8 JSON.
         self.strict = False
@@ -541,6 +542,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Connection", "close")
         self.send_header("x-request-id", "req_fake")
         self.end_headers()
+        started = time.perf_counter()
         for i, data in enumerate(events):
             if i and delay:
                 time.sleep(delay)
@@ -549,6 +551,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._chunk(f"data: {data}\n\n".encode())
         if end:
             self._chunk(b"")  # zero-length chunk terminates the body
+            with self.fake._lock:
+                self.fake.send_seconds.append(time.perf_counter() - started)
 
     def _chunk(self, payload: bytes) -> None:
         try:
