@@ -130,7 +130,9 @@ def rounds_ms(
     return (time.perf_counter() - started) * 1000 / (rounds + 1)
 
 
-def conversation_ms(client: LeanClient, workspace: str, fake: FakeOpenAI, turns: int) -> list[float]:
+def conversation_ms(
+    client: LeanClient, workspace: str, fake: FakeOpenAI, turns: int
+) -> list[float]:
     """ms per turn of a new session's conversation, each turn one read_file round + answer."""
     session_id = client.new_session(workspace)
     times = []
