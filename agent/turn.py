@@ -470,7 +470,15 @@ class Turn:
     def emit(self, update: SessionUpdate) -> None:
         if self.closed:
             return
-        message = SessionNotification(session_id=self.session.id, update=update).dump()
+        if type(update) in (AgentMessageChunk, AgentThoughtChunk):
+            # Streamed text, one per delta: its dump spelled out, without pydantic's walk.
+            content = {"type": "text", "text": update.content.text}  # type: ignore[union-attr]
+            message = {
+                "sessionId": self.session.id,
+                "update": {"sessionUpdate": update.session_update, "content": content},
+            }
+        else:
+            message = SessionNotification(session_id=self.session.id, update=update).dump()
         self.session.connection.notify("session/update", message)
         self.session.record(message["update"])
 

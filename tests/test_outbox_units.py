@@ -111,3 +111,33 @@ def test_multibyte_text_and_lone_surrogates_merge_as_if_sent_one_by_one():
 def test_a_session_id_that_needs_escaping_is_escaped_once():
     _, data = put_all(chunk("a", session='s"\\1'), chunk("b", session='s"\\1'))
     assert lines(data) == [chunk("ab", session='s"\\1')]
+
+
+def test_turn_emit_spells_text_chunks_out_exactly_as_the_model_dump():
+    from types import SimpleNamespace
+
+    from agent.acp.protocol import (
+        AgentMessageChunk,
+        AgentThoughtChunk,
+        SessionNotification,
+        TextContent,
+        ToolCallStart,
+    )
+    from agent.turn import Turn
+
+    sent: list[dict[str, Any]] = []
+    recorded: list[dict[str, Any]] = []
+    connection = SimpleNamespace(notify=lambda method, params: sent.append(params))
+    session = SimpleNamespace(id="s1", connection=connection, record=recorded.append)
+    turn = Turn(session, None)  # type: ignore[arg-type]
+    updates = [
+        AgentMessageChunk(content=TextContent(text="a\n")),
+        AgentThoughtChunk(content=TextContent(text="b")),
+        ToolCallStart(tool_call_id="c1", title="t", kind="read", status="pending"),
+    ]
+    for update in updates:
+        turn.emit(update)
+    assert sent == [SessionNotification(session_id="s1", update=u).dump() for u in updates]
+    assert recorded == [m["update"] for m in sent]
+    # Should TextContent grow fields (annotations), Turn.emit's spelled-out dump must carry them.
+    assert set(TextContent.model_fields) == {"type", "text"}
