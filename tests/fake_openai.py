@@ -345,6 +345,7 @@ class FakeOpenAI:
         self.client_gone = threading.Event()
         self.disconnects = 0
         self.send_seconds: list[float] = []  # per complete stream: first event → last byte
+        self.stream_starts: list[float] = []  # perf_counter() as each stream's first event goes
         # Validate requests like llama-cpp-python: an assistant message's content must be a
         # string (null is a 500 with a pydantic dump), and the body must be valid UTF-8 JSON.
         self.strict = False
@@ -562,6 +563,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("x-request-id", "req_fake")
         self.end_headers()
         started = time.perf_counter()
+        with self.fake._lock:
+            self.fake.stream_starts.append(started)
         for i, data in enumerate(events):
             if i and delay:
                 time.sleep(delay)
