@@ -5,8 +5,8 @@ A write handed to a thread waits for that thread to get the GIL back from the bu
 late by a varying amount. When stdout can take non-blocking writes, the event loop writes
 itself: what fits goes out at once, the rest waits for the pipe to drain (`anyio.wait_writable`).
 
-The editor's end of stdout must keep its flags (O_NONBLOCK on a shared file description would
-also hit whoever shares it: a shell on a terminal, or stdin when one socket serves both), so:
+The file description behind fd 1 must keep its flags (O_NONBLOCK on it would also hit whoever
+shares it: a shell on a terminal, or stdin when one socket serves both), so:
 - a pipe (Linux) is opened anew through /proc/self/fd, a file description of Heron's own that
   can be non-blocking;
 - a socket (what libuv-based editors pass) is written with MSG_DONTWAIT, per call.
@@ -16,7 +16,6 @@ a thread, as before.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import socket
@@ -34,8 +33,6 @@ class NonBlockingStdout(Protocol):
 
     def write(self, data: memoryview) -> int: ...
 
-    def close(self) -> None: ...
-
 
 class _Pipe:
     def __init__(self, fd: int) -> None:
@@ -50,10 +47,6 @@ class _Pipe:
         except BlockingIOError:
             return 0
 
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            os.close(self._fd)
-
 
 class _Socket:
     def __init__(self, sock: socket.socket) -> None:
@@ -67,9 +60,6 @@ class _Socket:
             return self._sock.send(data, socket.MSG_DONTWAIT)
         except BlockingIOError:
             return 0
-
-    def close(self) -> None:
-        self._sock.close()
 
 
 def open_nonblocking(stdout: BinaryIO) -> NonBlockingStdout | None:
