@@ -58,7 +58,10 @@ class Session:
         self.mcp_servers = mcp_servers
         self.mode = settings.mode
         self.history: list[dict[str, Any]] = []
-        self.transcript: list[dict[str, Any]] = []
+        self._transcript: list[dict[str, Any]] = []
+        # While chunks merge into the last transcript entry, its text in pieces (joined when
+        # the transcript is read): appending to one string would copy it at every delta.
+        self._text_parts: list[str] | None = None
         self._tool_specs: list[dict[str, Any]] | None = None
         self._prompts: set[anyio.CancelScope] = set()  # the running prompt and those queued
         self._turn_lock = anyio.Lock()
@@ -74,6 +77,23 @@ class Session:
         self.additional_directories: list[Path] = []
         self.title: str | None = None
         self.saver: Saver | None = None  # set by the server: saves each step (agent.store)
+
+    @property
+    def transcript(self) -> list[dict[str, Any]]:
+        """The editor's view: the updates sent, consecutive chunks merged (see `record`)."""
+        self._join_text()
+        return self._transcript
+
+    @transcript.setter
+    def transcript(self, updates: list[dict[str, Any]]) -> None:
+        self._transcript = updates
+        self._text_parts = None
+
+    def _join_text(self) -> None:
+        if self._text_parts is not None:
+            last = self._transcript[-1]
+            last["content"] = {**last["content"], "text": "".join(self._text_parts)}
+            self._text_parts = None
 
     # -- made on first use (see the module's docstring) --------------------------------------
 
@@ -242,29 +262,30 @@ class Session:
         as long as it runs, and replay needs only the last one.
         """
         kind = update.get("sessionUpdate")
-        if kind == "tool_call_update" and "status" not in update:
-            call_id = update.get("toolCallId")
-            index = self._snapshots.get(call_id)
-            if index is not None and index < len(self.transcript):
-                previous = self.transcript[index]
-                if previous.get("toolCallId") == call_id and "status" not in previous:
-                    # Fields patch the call (ACP), so merging keeps what replay shows.
-                    self.transcript[index] = {**previous, **update}
-                    return
-            self._snapshots[call_id] = len(self.transcript)
-        elif kind in ("tool_call", "tool_call_update"):
-            # A status change ends the snapshot run: later progress goes after it.
-            self._snapshots.pop(update.get("toolCallId"), None)
-        last = self.transcript[-1] if self.transcript else None
+        transcript = self._transcript
+        last = transcript[-1] if transcript else None
         if (
             kind in _MERGED_CHUNKS
             and last is not None
             and last.get("sessionUpdate") == kind
             and last["content"].get("type") == "text" == update["content"].get("type")
         ):
-            last["content"] = {
-                **last["content"],
-                "text": last["content"]["text"] + update["content"]["text"],
-            }
+            if self._text_parts is None:
+                self._text_parts = [last["content"]["text"]]
+            self._text_parts.append(update["content"]["text"])
             return
-        self.transcript.append(update)
+        self._join_text()
+        if kind == "tool_call_update" and "status" not in update:
+            call_id = update.get("toolCallId")
+            index = self._snapshots.get(call_id)
+            if index is not None and index < len(transcript):
+                previous = transcript[index]
+                if previous.get("toolCallId") == call_id and "status" not in previous:
+                    # Fields patch the call (ACP), so merging keeps what replay shows.
+                    transcript[index] = {**previous, **update}
+                    return
+            self._snapshots[call_id] = len(transcript)
+        elif kind in ("tool_call", "tool_call_update"):
+            # A status change ends the snapshot run: later progress goes after it.
+            self._snapshots.pop(update.get("toolCallId"), None)
+        transcript.append(update)

@@ -19,7 +19,7 @@ import signal
 import subprocess
 import threading
 import traceback
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -198,6 +198,8 @@ class AcpClient:
         self._threads: list[threading.Thread] = []
         self._eof = False
         self._closed = False
+        self._reading = threading.Event()  # cleared while the client plays a stalled editor
+        self._reading.set()
         # Protocol state for the behavioural checks.
         self._sessions: set[str] = set()
         self._in_turn: dict[str, int] = {}
@@ -464,9 +466,20 @@ class AcpClient:
         sent = self._sent.get(rid) if isinstance(rid, int | str) else None
         return sent.method if sent else None
 
+    @contextlib.contextmanager
+    def pause_reading(self) -> Iterator[None]:
+        """Stop reading the agent's stdout for a while, like an editor that is busy: the pipe
+        fills and the agent has to wait or queue. At most one line already read is held."""
+        self._reading.clear()
+        try:
+            yield
+        finally:
+            self._reading.set()
+
     def _read_stdout(self) -> None:
         assert self.proc and self.proc.stdout
         for raw in self.proc.stdout:  # readline has no length limit
+            self._reading.wait()
             if not raw.endswith(b"\n"):
                 self._violation(f"last stdout line has no newline: {_clip(repr(raw))}")
             try:

@@ -68,11 +68,17 @@ class Streamed:
 
 @dataclass(frozen=True)
 class Raw:
-    """Exactly these body bytes (captured from a real server, or deliberately broken)."""
+    """Exactly these body bytes (captured from a real server, or deliberately broken).
+
+    ``cuts``: byte offsets where the body is cut into separate network writes, ``delay``
+    seconds apart, so the client reads them separately (e.g. inside a UTF-8 character).
+    """
 
     body: bytes
     status: int = 200
     content_type: str = "text/event-stream; charset=utf-8"
+    cuts: tuple[int, ...] = ()
+    delay: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -282,9 +288,17 @@ def stall(first: Streamed | None = None) -> Stall:
     return Stall(first)
 
 
-def raw(body: bytes | str, status: int = 200, content_type: str | None = None) -> Raw:
+def raw(
+    body: bytes | str,
+    status: int = 200,
+    content_type: str | None = None,
+    *,
+    cuts: Sequence[int] = (),
+    delay: float = 0.0,
+) -> Raw:
     data = body.encode() if isinstance(body, str) else body
-    return Raw(data, status, content_type or "text/event-stream; charset=utf-8")
+    content_type = content_type or "text/event-stream; charset=utf-8"
+    return Raw(data, status, content_type, tuple(sorted(cuts)), delay)
 
 
 def silent() -> Silent:
@@ -330,6 +344,8 @@ class FakeOpenAI:
         self._closing = threading.Event()
         self.client_gone = threading.Event()
         self.disconnects = 0
+        self.send_seconds: list[float] = []  # per complete stream: first event → last byte
+        self.stream_starts: list[float] = []  # perf_counter() as each stream's first event goes
         # Validate requests like llama-cpp-python: an assistant message's content must be a
         # string (null is a 500 with a pydantic dump), and the body must be valid UTF-8 JSON.
         self.strict = False
@@ -527,8 +543,13 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(response.body)))
         self.send_header("Connection", "close")
         self.end_headers()
+        bounds = [0, *response.cuts, len(response.body)]
         with contextlib.suppress(OSError):
-            self.wfile.write(response.body)
+            for i, (start, end) in enumerate(itertools.pairwise(bounds)):
+                if i and response.delay:
+                    time.sleep(response.delay)
+                self.wfile.write(response.body[start:end])
+                self.wfile.flush()
         self.close_connection = True
 
     def _stream(
@@ -541,6 +562,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Connection", "close")
         self.send_header("x-request-id", "req_fake")
         self.end_headers()
+        started = time.perf_counter()
+        with self.fake._lock:
+            self.fake.stream_starts.append(started)
         for i, data in enumerate(events):
             if i and delay:
                 time.sleep(delay)
@@ -549,6 +573,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._chunk(f"data: {data}\n\n".encode())
         if end:
             self._chunk(b"")  # zero-length chunk terminates the body
+            with self.fake._lock:
+                self.fake.send_seconds.append(time.perf_counter() - started)
 
     def _chunk(self, payload: bytes) -> None:
         try:

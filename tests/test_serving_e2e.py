@@ -342,7 +342,7 @@ def test_many_requests_at_once_are_all_answered(heron, workspace):
 
 
 def test_encode_repairs_what_json_or_utf8_cannot_carry():
-    from agent.acp.wire import _encode
+    from agent.acp.outbox import encode as _encode
 
     line = _encode({"a": float("nan"), "b": [float("inf")], "t": "x\ud83d\ude00\udc00y"})
     assert line.endswith(b"\n")

@@ -14,7 +14,9 @@ def chunks(updates, kind):
 
 
 def test_a_streamed_turn_reaches_the_editor_chunk_by_chunk(heron, fake_llm, workspace):
-    fake_llm.script(text("Hel", "lo, ", "world", reasoning=["Let me ", "think."]))
+    # Deltas a pause apart each get their own notification (those that arrive together may
+    # be merged: see test_stream_e2e.py).
+    fake_llm.script(text("Hel", "lo, ", "world", reasoning=["Let me ", "think."], delay=0.1))
     client = heron()
     session_id = client.new_session(workspace)
     turn = client.prompt(session_id, "Say hello")

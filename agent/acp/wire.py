@@ -2,10 +2,15 @@
 
 - Reading never stops: each incoming request runs in its own task, so `session/cancel`,
   permission answers and fs/terminal results get through while a turn runs.
-- One writer task owns stdout, so messages never interleave; `send()` only queues. The queue
-  is bounded by back-pressure, not by dropping: producers of bulk output (the model stream, tool
-  progress) `await drain()`, which waits while the editor is behind on reading. Responses and
-  Heron's own requests are never dropped or delayed by it.
+- Messages never interleave: `send()` queues (`outbox.Outbox`, where streamed text chunks that
+  wait behind each other merge) and the queue is written in order. When stdout can take
+  non-blocking writes (`stdout.open_nonblocking`) the event loop writes them itself: the first
+  message after a pause at once, inside `send()`; during a burst (deltas parsed from one network
+  read, with no await between them) at least every FLUSH_INTERVAL, the rest as soon as the loop
+  turns; what the pipe cannot take yet waits for it to drain. Otherwise one task writes from a
+  thread. The queue is bounded by back-pressure, not by dropping: producers of bulk output (the
+  model stream, tool progress) `await drain()`, which waits while the editor is behind on
+  reading. Responses and Heron's own requests are never dropped or delayed by it.
 - Nothing the editor sends can crash the loop: every line is checked as a JSON-RPC envelope
   (ids must be strings or 64-bit integers, as the ACP schema says) before it is dispatched,
   and every message sent is strict JSON in valid UTF-8 whatever text it carries.
@@ -21,9 +26,8 @@ import contextlib
 import itertools
 import json
 import logging
-import math
 import threading
-from collections import deque
+import time
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any, BinaryIO
@@ -32,6 +36,8 @@ import anyio
 from anyio.abc import TaskGroup
 
 from agent.acp.dispatch import JsonRpcError, async_dispatch_to_serializable
+from agent.acp.outbox import Outbox
+from agent.acp.stdout import NonBlockingStdout, open_nonblocking
 
 log = logging.getLogger("heron.wire")
 
@@ -44,6 +50,9 @@ REQUEST_CANCELLED = -32800
 
 EOF_GRACE = 0.7  # seconds the work in flight gets to wind down once stdin has closed
 OUTBOX_LIMIT = 1 << 20  # bytes queued for stdout above which `drain()` makes producers wait
+# While a burst is parsed without a pause, what it queued is written at least this often: soon
+# enough for the eye, rarely enough that the deltas in between merge into one line.
+FLUSH_INTERVAL = 0.002
 _INT64 = range(-(2**63), 2**63)
 
 Handler = Callable[..., Awaitable[Any]]
@@ -76,9 +85,14 @@ class Connection:
         self._stdin = stdin
         self._stdout = stdout
         self._methods: dict[str, Handler] = {}
-        self._outbox: deque[bytes] = deque()
-        self._queued = 0  # bytes queued or being written
+        self._outbox = Outbox()
         self._outbox_done = False  # no more messages will be queued
+        self._being_written = 0  # bytes taken from the outbox, not yet written
+        # Non-blocking writes from the loop, or None: a thread writes (see agent.acp.stdout).
+        self._direct: NonBlockingStdout | None = open_nonblocking(stdout)
+        self._unwritten: memoryview | None = None  # taken, waiting for room in the pipe
+        self._last_write = 0.0  # time.monotonic() of the last direct write
+        self._broken: OSError | None = None  # stdout failed during a direct write
         self._wake_writer = anyio.Event()
         self._written = anyio.Event()  # set (and replaced) after every write
         self._ids = itertools.count(1)
@@ -100,10 +114,20 @@ class Connection:
         """Queue a message for the writer; order is kept. Never blocks: see `drain()`."""
         if self.closed.is_set():
             return
-        data = _encode(message)
-        self._outbox.append(data)
-        self._queued += len(data)
-        self._wake_writer.set()
+        self._outbox.put(message)
+        if (
+            self._direct is not None
+            and self._unwritten is None
+            and time.monotonic() - self._last_write >= FLUSH_INTERVAL
+        ):
+            self._write_direct()  # never blocks: what the pipe cannot take waits in the writer
+        else:
+            self._wake_writer.set()
+
+    @property
+    def _queued(self) -> int:
+        """Bytes queued or being written."""
+        return self._outbox.size + self._being_written
 
     async def drain(self) -> None:
         """Wait while the editor is behind on reading stdout (more than OUTBOX_LIMIT queued).
@@ -230,28 +254,64 @@ class Connection:
 
     async def _write_all(self) -> None:
         while True:
-            while not self._outbox:
+            while not (self._outbox or self._unwritten is not None or self._broken):
                 if self._outbox_done:
                     return
                 self._wake_writer = anyio.Event()
                 await self._wake_writer.wait()
+            if self._direct is not None:
+                if self._broken is None and self._unwritten is None:
+                    self._write_direct()
+                if self._broken is None and self._unwritten is not None:
+                    # The pipe is full: wait for the editor to read (abandoned at exit).
+                    await anyio.wait_writable(self._direct.fileno())
+                    self._write_direct()
+                if self._broken is not None:
+                    return self._stdout_gone(self._broken)
+                continue
             # Take everything already queued so a burst of chunks costs one write.
-            data = b"".join(self._outbox)
-            self._outbox.clear()
+            data = self._outbox.take()
+            self._being_written = len(data)
             try:
                 # Abandonable: a write() blocked on a full pipe must not hold up the exit.
                 await anyio.to_thread.run_sync(self._write, data, abandon_on_cancel=True)
             except OSError as exc:
-                log.warning("stdout is gone (%s); shutting down", exc)
-                self.closed.set()
-                self._written.set()
-                self._fail_waiters()
-                assert self._tasks is not None
-                self._tasks.cancel_scope.cancel()
-                return
-            self._queued -= len(data)
+                return self._stdout_gone(exc)
+            self._being_written = 0
             self._written.set()
             self._written = anyio.Event()
+
+    def _write_direct(self) -> None:
+        """Write what the pipe takes now, without blocking: first what an earlier write left,
+        else everything queued. The rest stays in `_unwritten` for the writer task."""
+        assert self._direct is not None
+        data = self._unwritten
+        if data is None:
+            data = memoryview(self._outbox.take())
+            self._being_written = len(data)
+        try:
+            sent = self._direct.write(data)
+        except OSError as exc:
+            self._broken = exc
+            self._unwritten = None
+            self._wake_writer.set()
+            return
+        self._last_write = time.monotonic()
+        self._being_written -= sent
+        self._unwritten = data[sent:] if sent < len(data) else None
+        if self._unwritten is not None:
+            self._wake_writer.set()
+        if sent:
+            self._written.set()
+            self._written = anyio.Event()
+
+    def _stdout_gone(self, exc: OSError) -> None:
+        log.warning("stdout is gone (%s); shutting down", exc)
+        self.closed.set()
+        self._written.set()
+        self._fail_waiters()
+        assert self._tasks is not None
+        self._tasks.cancel_scope.cancel()
 
     def _write(self, data: bytes) -> None:
         self._stdout.write(data)
@@ -379,38 +439,6 @@ class _Waiter:
     def fail(self, error: BaseException) -> None:
         self.error = error
         self.done.set()
-
-
-def _encode(message: dict[str, Any]) -> bytes:
-    """One line of strict JSON in valid UTF-8, whatever the message carries.
-
-    Text from files, commands and models may hold lone surrogates, which UTF-8 cannot encode,
-    and numbers may be NaN or infinite, which JSON cannot: both are repaired (and logged)
-    rather than let one message end the turn or the connection.
-    """
-    try:
-        text = json.dumps(message, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    except ValueError:
-        log.warning("message with a non-finite number; sent as null: %.200r", message)
-        message = _finite(message)
-        text = json.dumps(message, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-    try:
-        return text.encode() + b"\n"
-    except UnicodeEncodeError:
-        log.warning("message with lone surrogates; replaced by U+FFFD: %.200r", text)
-        # Through UTF-16, split pairs are joined and lone halves become U+FFFD.
-        repaired = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-        return repaired.encode() + b"\n"
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    return value
 
 
 def _reject_constant(name: str) -> Any:

@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agent.acp.protocol import AgentMessageChunk, SessionNotification, SessionUpdate, TextContent
+from agent.acp.protocol import (
+    AgentMessageChunk,
+    AgentThoughtChunk,
+    SessionNotification,
+    SessionUpdate,
+    TextContent,
+)
 from agent.usage import context_size, tokens_used
 
 if TYPE_CHECKING:
@@ -23,7 +29,15 @@ class Updates:
     def emit(self, update: SessionUpdate) -> None:
         if self.closed:
             return
-        message = SessionNotification(session_id=self.session.id, update=update).dump()
+        if type(update) in (AgentMessageChunk, AgentThoughtChunk):
+            # Streamed text, one per delta: its dump spelled out, without pydantic's walk.
+            content = {"type": "text", "text": update.content.text}  # type: ignore[union-attr]
+            message = {
+                "sessionId": self.session.id,
+                "update": {"sessionUpdate": update.session_update, "content": content},
+            }
+        else:
+            message = SessionNotification(session_id=self.session.id, update=update).dump()
         self.session.connection.notify("session/update", message)
         self.session.record(message["update"])
 
