@@ -32,7 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="heron",
         description="Heron, a coding agent for the Agent Client Protocol. With no arguments it "
-        "speaks ACP (JSON-RPC 2.0, one message per line) on stdin/stdout, as editors expect.",
+        "speaks ACP (JSON-RPC 2.0, one message per line) on stdin/stdout, as editors expect. "
+        "From a terminal: `heron exec TASK` runs one task and exits, `heron sessions` lists "
+        "the stored sessions, `heron setup` chooses an endpoint and a model (each has --help).",
         epilog="Environment: OPENAI_API_KEY, OPENAI_BASE_URL, HERON_MODEL, HERON_MODE, "
         "HERON_MAX_TOKENS, HERON_CONFIG, HERON_LOG_LEVEL, HERON_LOG_FILE, HERON_DATA_DIR, "
         "HERON_CONTEXT_WINDOW. Flags beat environment beat the config file (default "
