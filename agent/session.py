@@ -24,6 +24,7 @@ from agent.tools.files_backend import Files
 
 if TYPE_CHECKING:
     from agent.acp.wire import Connection
+    from agent.commands.catalog import CommandSet
     from agent.mcp.manager import McpManager
     from agent.store.saver import Saver
 
@@ -80,6 +81,7 @@ class Session:
         self.additional_directories: list[Path] = []
         self.title: str | None = None
         self.saver: Saver | None = None  # set by the server: saves each step (agent.store)
+        self.commands: CommandSet | None = None  # its slash commands (agent.commands.catalog)
 
     def tool_specs(self) -> list[dict[str, Any]]:
         """The tools as OpenAI functions; built once, they only change when the tools do."""

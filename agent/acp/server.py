@@ -24,6 +24,7 @@ from agent.acp.protocol import (
     SessionIdParams,
 )
 from agent.acp.wire import INVALID_PARAMS, INVALID_REQUEST, Connection, RpcError
+from agent.commands import announce_after_answer
 from agent.config import Settings
 from agent.session import Session
 from agent.store.methods import SessionStore
@@ -135,6 +136,7 @@ class Server:
         session = self._open_session(session_id, cwd, parsed.mcp_servers)
         session.additional_directories = [Path(d) for d in parsed.additional_directories]
         self.store.attach(session)
+        announce_after_answer(session)  # the slash commands
         log.info("session %s in %s", session_id, cwd)
         return NewSessionResult(session_id=session_id).dump()
 

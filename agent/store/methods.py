@@ -18,6 +18,7 @@ from pydantic import Field
 
 from agent.acp.protocol import Incoming, SkipInvalid
 from agent.acp.wire import INVALID_PARAMS, RpcError
+from agent.commands import announce_after_answer
 from agent.store.replay import replay_updates
 from agent.store.saver import Saver, restore
 from agent.store.store import Store, data_dir
@@ -176,6 +177,7 @@ class SessionStore:
         session = self.make_session(session_id, cwd, parsed.mcp_servers)
         session.additional_directories = [Path(d) for d in parsed.additional_directories]
         restore(session, stored, self.attach(session))
+        announce_after_answer(session)  # the slash commands
         log.info("session %s restored (%d messages)", session_id, len(stored.history))
         return session, stored
 

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from agent.commands.catalog import announce
 from agent.turn.loop import Turn
 
 if TYPE_CHECKING:
@@ -24,5 +25,6 @@ async def run_prompt(session: Session, blocks: list[PromptBlock]) -> StopReason:
             return await running.run(blocks)
         finally:
             running.close()
+            announce(session)  # the turn may have written command files: the list follows
 
     return await session.run_turn(turn)
