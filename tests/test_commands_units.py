@@ -1,0 +1,87 @@
+"""Command files: the front matter subset, the prompt a command file makes, and which prompts
+are commands."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agent.acp.protocol import ResourceLinkIn, TextBlockIn
+from agent.commands.catalog import CommandSet
+from agent.commands.files import CommandFolder, parse_command
+from agent.commands.frontmatter import split_front_matter
+from agent.commands.parse import parse
+
+
+def test_front_matter_values_plain_quoted_and_commented():
+    meta, body = split_front_matter(
+        "\ufeff---\r\n"
+        "description: Plain value # a comment\r\n"
+        'hint: "a \\"quoted\\" hint"\r\n'
+        "Other: 'it''s'\r\n"
+        "# a comment line\r\n"
+        "not a pair\r\n"
+        "---\r\n"
+        "The body.\r\n"
+    )
+    assert meta == {"description": "Plain value", "hint": 'a "quoted" hint', "other": "it's"}
+    assert body.strip() == "The body."
+
+
+def test_no_front_matter_or_an_unclosed_one_is_all_body():
+    assert split_front_matter("Just a prompt\n---\n") == ({}, "Just a prompt\n---\n")
+    text = "---\ndescription: x\nbody without a closing fence\n"
+    assert split_front_matter(text) == ({}, text)
+
+
+def test_a_command_file_description_hint_and_arguments():
+    command = parse_command(
+        "fix", "---\nargument-hint: issue\n---\n# Fix it\nFix $ARGUMENTS.", "user", "p"
+    )
+    assert (command.description, command.hint) == ("Fix it", "issue")
+    assert command.prompt("#12") == "# Fix it\nFix #12."
+    plain = parse_command("plain", "Do the thing.", "user", "p")
+    assert plain.hint is None
+    assert plain.prompt("") == "Do the thing."
+    assert plain.prompt("now") == "Do the thing.\n\nnow"
+    assert parse_command("empty", "", "user", "p").description == "/empty"
+
+
+def test_a_folder_is_read_again_only_when_a_file_changes(tmp_path: Path, monkeypatch):
+    (tmp_path / "a.md").write_text("First.\n")
+    folder = CommandFolder(tmp_path, "project", confine=tmp_path)
+    reads: list[str] = []
+    original = CommandFolder._load
+
+    def counting(self, name, path, info):
+        reads.append(name)
+        return original(self, name, path, info)
+
+    monkeypatch.setattr(CommandFolder, "_load", counting)
+    assert folder.scan()["a"].body == "First."
+    assert folder.scan()["a"].body == "First."
+    assert reads == ["a"]
+    (tmp_path / "a.md").write_text("Second, longer.\n")
+    assert folder.scan()["a"].body == "Second, longer."
+    assert reads == ["a", "a"]
+
+
+def test_which_prompts_are_commands(tmp_path: Path):
+    commands = CommandSet(tmp_path)
+
+    def name(*blocks):
+        call = parse(list(blocks), commands)
+        return None if call is None else (call.command.name, call.arguments)
+
+    def t(text):
+        return TextBlockIn(type="text", text=text)
+
+    assert name(t("/help")) == ("help", "")
+    assert name(t("/compact  the API \n")) == ("compact", "the API")
+    assert name(t("/mode\nfull-access")) == ("mode", "full-access")
+    assert name(t("/init "), t("more"), t(" text")) == ("init", "more text")
+    for text in (" /help", "/helpx", "/help/", "help", "/", "/Help", "x /help"):
+        assert name(t(text)) is None, text
+    link = ResourceLinkIn(type="resource_link", uri="file:///a", name="a")
+    assert name(link, t("/help")) is None
+    call = parse([t("/init"), link], commands)
+    assert call is not None and call.attachments == [link]
