@@ -379,6 +379,8 @@ def test_unknown_slash_words_go_to_the_model_as_typed(heron, fake_llm, workspace
         assert result["stopReason"] == "end_turn"
         assert last_user_content(fake_llm) == prompt
     assert len(fake_llm.requests) == 4
+    client.prompt(session_id, "/help")  # while the known name is a command
+    assert len(fake_llm.requests) == 4
 
 
 # -- hostile command folders -----------------------------------------------------------------
