@@ -443,3 +443,55 @@ def test_a_command_folder_that_is_a_file_is_ignored(heron, workspace, heron_home
     session_id = client.new_session(workspace)
     assert [e["name"] for e in wait_for_listing(client, session_id)] == BUILTINS
     assert "/help" in said(client.prompt(session_id, "/help"))
+
+
+# -- MCP prompts -----------------------------------------------------------------------------
+
+
+def wait_for_command(client, session_id: str, name: str, timeout: float = 30) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for listing in reversed(listings(client, session_id)):
+            if name in by_name(listing):
+                return by_name(listing)[name]
+        time.sleep(0.05)
+    raise AssertionError(f"/{name} never listed; got {listings(client, session_id)}")
+
+
+def test_mcp_prompts_become_commands_as_the_server_starts_and_changes(
+    heron, fake_llm, workspace, tmp_path
+):
+    from test_mcp_e2e import stdio
+
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    fake_llm.script(
+        text("Reviewed."),
+        tool_calls(Call("mcp__tools__add_prompt", {}, id="a1")),
+        text("Added."),
+        text("Later done."),
+    )
+    client = heron("--mode", "full-access", env={"HERON_MCP_STARTUP_TIMEOUT": "30"})
+    session_id = client.new_session(workspace, [stdio(markers)])
+    # Listed once the server is up, after the first list (the server starts in the background).
+    assert wait_for_command(client, session_id, "tools.review") == {
+        "name": "tools.review",
+        "description": "Review code for one kind of problem",
+        "input": {"hint": "code [focus]"},
+    }
+    assert "tools.broken" in by_name(listings(client, session_id)[-1])
+
+    client.prompt(session_id, '/tools.review "x = 1" style')
+    assert last_user_content(fake_llm) == "Review this code, looking for style:\nx = 1"
+
+    missing = client.prompt(session_id, "/tools.review")
+    assert said(missing) == "`/tools.review` needs code: `/tools.review code [focus]`."
+    failed = client.prompt(session_id, "/tools.broken")
+    assert said(failed).startswith("The prompt could not be fetched: MCP server 'tools'")
+    assert len(fake_llm.requests) == 1
+
+    # prompts/list_changed: the new prompt is listed, then usable.
+    client.prompt(session_id, "Add a prompt")
+    assert wait_for_command(client, session_id, "tools.later")["description"] == "Added later"
+    client.prompt(session_id, "/tools.later")
+    assert last_user_content(fake_llm) == "Later prompt."

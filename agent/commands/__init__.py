@@ -26,6 +26,6 @@ def announce_after_answer(session: Session) -> None:
 
 
 async def _announce(session: Session) -> None:
-    from agent.commands.catalog import refresh
+    from agent.commands.live import refresh
 
     await refresh(session)

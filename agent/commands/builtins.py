@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from agent.acp.protocol import StopReason, TextBlockIn
+from agent.acp.protocol import ImageBlockIn, PromptBlock, StopReason, TextBlockIn
 from agent.commands import pickers
 from agent.commands.catalog import commands_of, user_folder
+from agent.commands.mcp import find_connection, prompt_arguments
 from agent.commands.parse import Invocation
 from agent.compaction import compact as compact_history
 from agent.llm import LLMError
@@ -122,6 +123,57 @@ async def user_command(turn: Turn, call: Invocation) -> StopReason:
     return await turn.converse([_text(prompt), *call.attachments], record=False)
 
 
+async def mcp_prompt(turn: Turn, call: Invocation) -> StopReason:
+    """An MCP server's prompt (`/server.prompt`): fetched with the typed arguments, then a
+    normal model turn on it."""
+    ref = call.command.prompt
+    assert ref is not None
+    values, missing = prompt_arguments(ref, call.arguments)
+    if missing:
+        usage = f"/{call.command.name} {call.command.hint or ''}".rstrip()
+        turn.updates.say(f"`/{call.command.name}` needs {', '.join(missing)}: `{usage}`.")
+        return "end_turn"
+    connection = find_connection(turn.session, ref.server)
+    if connection is None:
+        turn.updates.say(f"MCP server {ref.server!r} is not running.")
+        return "end_turn"
+    try:
+        result = await connection.get_prompt(ref.name, values)
+    except Exception as exc:  # ServerUnavailable: the message says what went wrong
+        turn.updates.say(f"The prompt could not be fetched: {exc}")
+        return "end_turn"
+    blocks = _prompt_blocks(result.messages)
+    if not blocks:
+        turn.updates.say(f"MCP server {ref.server!r} returned an empty prompt.")
+        return "end_turn"
+    return await turn.converse([*blocks, *call.attachments], record=False)
+
+
+def _prompt_blocks(messages: list[Any]) -> list[PromptBlock]:
+    """An MCP prompt's messages as prompt content (text, images, embedded text resources)."""
+    blocks: list[PromptBlock] = []
+    for message in messages:
+        content = message.content
+        prefix = "" if message.role == "user" else f"({message.role}) "
+        kind = getattr(content, "type", None)
+        if kind == "text":
+            blocks.append(_text(prefix + content.text))
+        elif kind == "image":
+            blocks.append(
+                ImageBlockIn(type="image", data=content.data, mime_type=content.mime_type)
+            )
+        elif kind == "resource" and isinstance(getattr(content.resource, "text", None), str):
+            resource = content.resource
+            blocks.append(
+                _text(f'{prefix}<resource uri="{resource.uri}">\n{resource.text}\n</resource>')
+            )
+        elif kind == "resource_link":
+            blocks.append(_text(f"{prefix}[Linked resource: {content.name} <{content.uri}>]"))
+        else:
+            blocks.append(_text(f"{prefix}[{kind or 'unknown'} content left out]"))
+    return blocks
+
+
 async def model(turn: Turn, call: Invocation) -> StopReason:
     return await _choose(turn, call, "model", "model")
 
@@ -165,8 +217,6 @@ def handler_for(call: Invocation) -> Handler:
     if call.command.file is not None:
         return user_command
     if call.command.prompt is not None:
-        from agent.commands.mcp import mcp_prompt
-
         return mcp_prompt
     return BUILTIN_HANDLERS[call.command.name]
 

@@ -1,21 +1,18 @@
 """A session's slash commands: the built-ins, then the project's and the user's command files,
 then the MCP servers' prompts; and the `available_commands_update` that lists them.
 
-The list is sent right after the answer that creates the session (`announce`: Zed drops
-updates for a session it does not know yet), and again whenever it changes: the command
-folders are scanned again at every prompt (one `stat` per file, in a worker thread).
-Importing this module is cheap (no pydantic, no model client): `session/new` uses it.
+Importing this module is cheap (no pydantic, no model client, no MCP SDK).
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from agent.commands.command import Command
 from agent.commands.files import CommandFolder, UserCommand
 from agent.config import default_config_path
 
@@ -26,24 +23,6 @@ log = logging.getLogger("heron.commands")
 
 SCAN_TIMEOUT = 2.0  # seconds a prompt waits for a slow file system before using the last list
 PROJECT_FOLDER = Path(".heron") / "commands"
-
-
-@dataclass(frozen=True)
-class Command:
-    name: str  # without the slash
-    description: str
-    hint: str | None = None  # set when the command takes text after its name
-    source: str = "built-in"  # built-in, project, user or mcp
-    file: UserCommand | None = None  # a command file's prompt
-    prompt: tuple[str, str] | None = None  # an MCP prompt: (server, prompt name)
-    needs_model: bool = False  # it asks the model: fails like a prompt when none is set up
-
-    def listing(self) -> dict[str, Any]:
-        """As an ACP `AvailableCommand`."""
-        entry: dict[str, Any] = {"name": self.name, "description": self.description}
-        if self.hint:
-            entry["input"] = {"hint": self.hint}
-        return entry
 
 
 BUILTINS = (
@@ -81,6 +60,7 @@ class CommandSet:
         self.files: list[UserCommand] = []  # project first: it wins a name clash
         self.prompts: list[Command] = []  # the MCP servers' prompts (agent.commands.mcp)
         self.sent: list[dict[str, Any]] | None = None  # the list the editor has
+        self.watching = False  # told when the MCP servers' prompts change
         self._lock = anyio.Lock()
         self._scanning = False  # a scan runs in a worker thread (maybe abandoned, stuck)
 
@@ -132,23 +112,12 @@ def commands_of(session: Session) -> CommandSet:
     return session.commands
 
 
-async def send_if_changed(session: Session) -> None:
+def send_if_changed(session: Session) -> None:
     """Send `available_commands_update` if the editor's list is not the current one."""
-    listing = commands_of(session).listing()
-    if listing == commands_of(session).sent:
+    commands = commands_of(session)
+    listing = commands.listing()
+    if listing == commands.sent:
         return
-    commands_of(session).sent = listing
+    commands.sent = listing
     update = {"sessionUpdate": "available_commands_update", "availableCommands": listing}
     session.connection.notify("session/update", {"sessionId": session.id, "update": update})
-
-
-async def refresh(session: Session) -> None:
-    """Scan again and tell the editor if the list changed (at every prompt)."""
-    await commands_of(session).refresh()
-    await send_if_changed(session)
-
-
-def announce(session: Session) -> None:
-    """Right after the answer to session/new, load or resume: list the commands, in the
-    background (the scan reads files; nothing waits for it)."""
-    session.connection.start_soon(refresh, session)

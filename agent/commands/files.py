@@ -157,17 +157,17 @@ def _read_regular(path: str) -> bytes | None:
 def parse_command(name: str, text: str, source: str, path: str) -> UserCommand:
     meta, body = split_front_matter(text)
     body = body.strip()
-    description = _clean(meta.get("description", ""), MAX_DESCRIPTION)
+    description = clean(meta.get("description", ""), MAX_DESCRIPTION)
     if not description:
         first = next((line for line in body.splitlines() if line.strip()), "")
-        description = _clean(first.lstrip("#").strip(), MAX_DESCRIPTION) or f"/{name}"
-    hint = _clean(meta.get("hint") or meta.get("argument-hint") or "", MAX_HINT)
+        description = clean(first.lstrip("#").strip(), MAX_DESCRIPTION) or f"/{name}"
+    hint = clean(meta.get("hint") or meta.get("argument-hint") or "", MAX_HINT)
     if not hint and ARGUMENTS in body:
         hint = "arguments"
     return UserCommand(name, description, hint or None, body, source, path)
 
 
-def _clean(text: str, limit: int) -> str:
+def clean(text: str, limit: int) -> str:
     """One line of at most `limit` characters, no control characters (it reaches a UI)."""
     text = " ".join(_CONTROL.sub(" ", text).split())
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"

@@ -9,7 +9,8 @@ import re
 from dataclasses import dataclass, field
 
 from agent.acp.protocol import PromptBlock, TextBlockIn
-from agent.commands.catalog import Command, CommandSet
+from agent.commands.catalog import CommandSet
+from agent.commands.command import Command
 
 # `/name` at the very start of the prompt, then a space or the end of the text.
 _INVOCATION = re.compile(r"/([A-Za-z0-9_][A-Za-z0-9_.-]*)(?=\s|$)")

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 from agent.acp.protocol import PromptBlock, StopReason
 from agent.commands.builtins import handler_for
-from agent.commands.catalog import commands_of, refresh
+from agent.commands.catalog import commands_of
+from agent.commands.live import refresh
 from agent.commands.parse import parse
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from agent.commands.catalog import announce
+from agent.commands.live import announce
 from agent.turn.loop import Turn
 
 if TYPE_CHECKING:
