@@ -85,3 +85,46 @@ def test_which_prompts_are_commands(tmp_path: Path):
     assert name(link, t("/help")) is None
     call = parse([t("/init"), link], commands)
     assert call is not None and call.attachments == [link]
+
+
+def test_a_stuck_scan_keeps_the_last_list_and_is_not_piled_up(tmp_path: Path, monkeypatch):
+    import threading
+    import time
+
+    import anyio
+
+    from agent.commands import catalog
+
+    (tmp_path / ".heron" / "commands").mkdir(parents=True)
+    (tmp_path / ".heron" / "commands" / "one.md").write_text("One.\n")
+    commands = CommandSet(tmp_path)
+    release = threading.Event()
+    scans: list[str] = []
+    original = CommandFolder.scan
+
+    def stuck(self):
+        scans.append(self.source)
+        if len(scans) > 2:  # the second refresh's scan hangs (a dead network mount)
+            release.wait(10)
+        return original(self)
+
+    monkeypatch.setattr(CommandFolder, "scan", stuck)
+    monkeypatch.setattr(catalog, "SCAN_TIMEOUT", 0.3)
+
+    async def main() -> list[float]:
+        await commands.refresh()
+        assert [f.name for f in commands.files] == ["one"]
+        took = []
+        for _ in range(2):
+            started = time.monotonic()
+            await commands.refresh()
+            took.append(time.monotonic() - started)
+            assert [f.name for f in commands.files] == ["one"]  # the last list
+        return took
+
+    try:
+        first, second = anyio.run(main)
+    finally:
+        release.set()
+    assert 0.25 < first < 2 and second < 0.1
+    assert len(scans) == 3  # no second thread piled on the stuck one
