@@ -1,12 +1,13 @@
 """Slash commands: the built-ins (/help, /compact, /init, /undo, /model, /mode), the user's
 command files and the MCP servers' prompts.
 
-- `catalog`: the session's command list and the `available_commands_update` that carries it
-  (cheap to import: `session/new` uses it);
+- `command`: one command; `catalog`: a session's list and the `available_commands_update`
+  carrying it; `live`: keeping the editor's list current (cheap to import: `session/new`);
 - `files`, `frontmatter`: the command files of `.heron/commands/` and
-  `~/.config/heron/commands/`;
+  `~/.config/heron/commands/`; `mcp`: the MCP servers' prompts as commands;
 - `parse`: a prompt → the command it invokes; `run`: the turn's entry; `builtins`: what each
-  command does; `mcp`: MCP prompts as commands; `pickers`: a stand-in for agent.options.
+  built-in does; `prompts`: command files and MCP prompts as model turns; `pickers`: a
+  stand-in for agent.options.
 """
 
 from __future__ import annotations

@@ -1,22 +1,21 @@
-"""What each command does once invoked. Every handler takes the running turn and the
-invocation, and returns the turn's stop reason; the user's text is already in the transcript.
+"""What each built-in command does. Every handler takes the running turn and the invocation,
+and returns the turn's stop reason; the user's text is already in the transcript.
 
 Commands that only answer (/help, /model, /mode, /undo, /compact) end the turn without a
-model request (/compact asks the summarizer only); /init and the user's commands run a normal
-model turn with their prompt, through the same tools and permissions as any prompt.
+model request (/compact asks the summarizer only); /init runs a normal model turn with its
+prompt, through the same tools and permissions as any prompt.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from agent.acp.protocol import ImageBlockIn, PromptBlock, StopReason, TextBlockIn
+from agent.acp.protocol import StopReason
 from agent.commands import pickers
 from agent.commands.catalog import commands_of, user_folder
-from agent.commands.mcp import find_connection, prompt_arguments
-from agent.commands.parse import Invocation
+from agent.commands.parse import Invocation, text_block
 from agent.compaction import compact as compact_history
 from agent.llm import LLMError
 from agent.usage import context_size
@@ -113,65 +112,7 @@ async def init(turn: Turn, call: Invocation) -> StopReason:
     prompt = INIT_PROMPT
     if call.arguments:
         prompt += f"\n\nThe user adds: {call.arguments}"
-    return await turn.converse([_text(prompt), *call.attachments], record=False)
-
-
-async def user_command(turn: Turn, call: Invocation) -> StopReason:
-    """A command file: its body, with the arguments in place, is the prompt."""
-    assert call.command.file is not None
-    prompt = call.command.file.prompt(call.arguments)
-    return await turn.converse([_text(prompt), *call.attachments], record=False)
-
-
-async def mcp_prompt(turn: Turn, call: Invocation) -> StopReason:
-    """An MCP server's prompt (`/server.prompt`): fetched with the typed arguments, then a
-    normal model turn on it."""
-    ref = call.command.prompt
-    assert ref is not None
-    values, missing = prompt_arguments(ref, call.arguments)
-    if missing:
-        usage = f"/{call.command.name} {call.command.hint or ''}".rstrip()
-        turn.updates.say(f"`/{call.command.name}` needs {', '.join(missing)}: `{usage}`.")
-        return "end_turn"
-    connection = find_connection(turn.session, ref.server)
-    if connection is None:
-        turn.updates.say(f"MCP server {ref.server!r} is not running.")
-        return "end_turn"
-    try:
-        result = await connection.get_prompt(ref.name, values)
-    except Exception as exc:  # ServerUnavailable: the message says what went wrong
-        turn.updates.say(f"The prompt could not be fetched: {exc}")
-        return "end_turn"
-    blocks = _prompt_blocks(result.messages)
-    if not blocks:
-        turn.updates.say(f"MCP server {ref.server!r} returned an empty prompt.")
-        return "end_turn"
-    return await turn.converse([*blocks, *call.attachments], record=False)
-
-
-def _prompt_blocks(messages: list[Any]) -> list[PromptBlock]:
-    """An MCP prompt's messages as prompt content (text, images, embedded text resources)."""
-    blocks: list[PromptBlock] = []
-    for message in messages:
-        content = message.content
-        prefix = "" if message.role == "user" else f"({message.role}) "
-        kind = getattr(content, "type", None)
-        if kind == "text":
-            blocks.append(_text(prefix + content.text))
-        elif kind == "image":
-            blocks.append(
-                ImageBlockIn(type="image", data=content.data, mime_type=content.mime_type)
-            )
-        elif kind == "resource" and isinstance(getattr(content.resource, "text", None), str):
-            resource = content.resource
-            blocks.append(
-                _text(f'{prefix}<resource uri="{resource.uri}">\n{resource.text}\n</resource>')
-            )
-        elif kind == "resource_link":
-            blocks.append(_text(f"{prefix}[Linked resource: {content.name} <{content.uri}>]"))
-        else:
-            blocks.append(_text(f"{prefix}[{kind or 'unknown'} content left out]"))
-    return blocks
+    return await turn.converse([text_block(prompt), *call.attachments], record=False)
 
 
 async def model(turn: Turn, call: Invocation) -> StopReason:
@@ -211,18 +152,6 @@ BUILTIN_HANDLERS: dict[str, Handler] = {
     "model": model,
     "mode": mode,
 }
-
-
-def handler_for(call: Invocation) -> Handler:
-    if call.command.file is not None:
-        return user_command
-    if call.command.prompt is not None:
-        return mcp_prompt
-    return BUILTIN_HANDLERS[call.command.name]
-
-
-def _text(text: str) -> TextBlockIn:
-    return TextBlockIn(type="text", text=text)
 
 
 def _home(path: str) -> str:

@@ -39,3 +39,8 @@ def parse(blocks: list[PromptBlock], commands: CommandSet) -> Invocation | None:
     texts += [block.text for block in blocks[1:] if isinstance(block, TextBlockIn)]
     attachments = [block for block in blocks[1:] if not isinstance(block, TextBlockIn)]
     return Invocation(command, "".join(texts).strip(), blocks, attachments)
+
+
+def text_block(text: str) -> TextBlockIn:
+    """A prompt's text block (what a command gives the model instead of what was typed)."""
+    return TextBlockIn(type="text", text=text)

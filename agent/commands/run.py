@@ -6,10 +6,11 @@ import logging
 from typing import TYPE_CHECKING
 
 from agent.acp.protocol import PromptBlock, StopReason
-from agent.commands.builtins import handler_for
+from agent.commands.builtins import BUILTIN_HANDLERS, Handler
 from agent.commands.catalog import commands_of
 from agent.commands.live import refresh
-from agent.commands.parse import parse
+from agent.commands.parse import Invocation, parse
+from agent.commands.prompts import mcp_prompt, user_command
 
 if TYPE_CHECKING:
     from agent.turn.loop import Turn
@@ -34,3 +35,11 @@ async def run_command(turn: Turn, blocks: list[PromptBlock]) -> StopReason | Non
     stop_reason = await handler_for(call)(turn, call)
     turn.updates.checkpoint()
     return stop_reason
+
+
+def handler_for(call: Invocation) -> Handler:
+    if call.command.file is not None:
+        return user_command
+    if call.command.prompt is not None:
+        return mcp_prompt
+    return BUILTIN_HANDLERS[call.command.name]
