@@ -128,3 +128,20 @@ def test_a_stuck_scan_keeps_the_last_list_and_is_not_piled_up(tmp_path: Path, mo
         release.set()
     assert 0.25 < first < 2 and second < 0.1
     assert len(scans) == 3  # no second thread piled on the stuck one
+
+
+def test_mcp_prompt_arguments_from_the_typed_text():
+    from agent.commands.command import PromptRef
+    from agent.commands.mcp import prompt_arguments
+
+    one = PromptRef("s", "p", (("topic", True),))
+    assert prompt_arguments(one, "the whole  text") == ({"topic": "the whole  text"}, [])
+    assert prompt_arguments(one, "") == ({}, ["topic"])
+    several = PromptRef("s", "p", (("code", True), ("lang", False), ("focus", False)))
+    assert prompt_arguments(several, '"x = 1" py bugs and style') == (
+        {"code": "x = 1", "lang": "py", "focus": "bugs and style"},
+        [],
+    )
+    assert prompt_arguments(several, "'unclosed py") == ({"code": "'unclosed", "lang": "py"}, [])
+    assert prompt_arguments(several, "") == ({}, ["code"])
+    assert prompt_arguments(PromptRef("s", "p"), "ignored") == ({}, [])
