@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from agent.session import Session
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+MAX_PROMPTS = 200  # per session: a server with thousands of prompts does not flood the list
 
 
 def prompt_commands(session: Session) -> list[Command]:
@@ -27,7 +28,7 @@ def prompt_commands(session: Session) -> list[Command]:
     if session.mcp is None:
         return []
     commands: list[Command] = []
-    for connection, prompt in session.mcp.prompts():
+    for connection, prompt in session.mcp.prompts()[:MAX_PROMPTS]:
         server = _UNSAFE.sub("_", connection.name).strip("._-") or "mcp"
         name = f"{server}.{_UNSAFE.sub('_', prompt.name).strip('._-') or 'prompt'}"
         arguments = tuple((a.name, bool(a.required)) for a in prompt.arguments or ())
