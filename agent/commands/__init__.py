@@ -14,8 +14,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import anyio
+
 if TYPE_CHECKING:
     from agent.session import Session
+
+SETTLE = 0.05  # seconds between an answer and the command list that follows it
 
 
 def announce_after_answer(session: Session) -> None:
@@ -27,6 +31,9 @@ def announce_after_answer(session: Session) -> None:
 
 
 async def _announce(session: Session) -> None:
+    # Let the answer reach stdout (the writer writes in a thread) before the imports and the
+    # folder scan compete with it for the GIL.
+    await anyio.sleep(SETTLE)
     from agent.commands.live import refresh
 
     await refresh(session)
