@@ -6,7 +6,8 @@ command folders costs each prompt.
 Prints medians:
 - `session/new` request → answer, and answer → `available_commands_update`, in a project with
   20 command files (the list is sent after the answer, so the first figure must not move;
-  compare with `--baseline --heron PATH` for a build without commands);
+  compare with `--baseline --heron PATH` for a build without commands; the second figure
+  includes the 50 ms Heron waits on purpose, so the list never competes with the answer);
 - `/help` prompt → answer (a scan of the folders, no model request);
 - one scan of a folder of N command files, first (read) and again (stat only), in process;
 beside `os.stat` of one file, for scale.
