@@ -57,30 +57,41 @@ def split_point(history: list[dict[str, Any]], window: int) -> int:
 
 
 async def compact(
-    settings: Settings, history: list[dict[str, Any]], window: int
+    settings: Settings,
+    history: list[dict[str, Any]],
+    window: int,
+    focus: str | None = None,
+    whole: bool = False,
 ) -> tuple[list[dict[str, Any]], int] | None:
-    """The compacted history and how many messages it summarized; None if nothing can go."""
+    """The compacted history and how many messages it summarized; None if nothing can go.
+
+    `whole` (the /compact command, between turns): all of it becomes the summary, nothing is
+    kept word for word. `focus`: what the user wants the summary to keep above all.
+    """
     if len(history) < 2:
         return None  # one message: nothing older to summarize
-    cut = split_point(history, window)
+    cut = len(history) if whole else split_point(history, window)
     old, recent = history[:cut], history[cut:]
-    summary = await _summarize(settings, old, window)
+    summary = await _summarize(settings, old, window, focus)
     kept: list[dict[str, Any]] = [{"role": "user", "content": SUMMARY_PREFIX + summary}]
     last_request = next((m for m in reversed(old) if m.get("role") == "user"), None)
-    if last_request is not None and not any(m.get("role") == "user" for m in recent):
-        kept.append(last_request)  # the request being worked on stays word for word
+    # The request being worked on stays word for word (after /compact it was answered).
+    if not whole and last_request and not any(m.get("role") == "user" for m in recent):
+        kept.append(last_request)
     return [*kept, *recent], len(old)
 
 
-async def _summarize(settings: Settings, old: list[dict[str, Any]], window: int) -> str:
+async def _summarize(
+    settings: Settings, old: list[dict[str, Any]], window: int, focus: str | None = None
+) -> str:
     text = _render(old)
     limit = int(SUMMARY_INPUT * window * CHARS_PER_TOKEN)
     if len(text) > limit:  # keep the start (the first requests) and the latest part
         text = text[: limit // 3] + "\n[... middle omitted ...]\n" + text[-(limit - limit // 3) :]
-    messages = [
-        {"role": "system", "content": SUMMARIZER},
-        {"role": "user", "content": f"The session so far:\n\n{text}\n\nWrite the summary."},
-    ]
+    request = f"The session so far:\n\n{text}\n\nWrite the summary."
+    if focus:
+        request += f"\n\nThe user asks the summary to focus on: {focus}"
+    messages = [{"role": "system", "content": SUMMARIZER}, {"role": "user", "content": request}]
     parts: list[str] = []
     async with aclosing(stream_chat(settings, messages, [])) as events:
         async for event in events:

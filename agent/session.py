@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from agent.acp.params import ClientCapabilities
     from agent.acp.protocol import StopReason
     from agent.acp.wire import Connection
+    from agent.commands.catalog import CommandSet
     from agent.config import Settings
     from agent.mcp.manager import McpManager
     from agent.permissions import PermissionMemory
@@ -77,6 +78,7 @@ class Session:
         self.additional_directories: list[Path] = []
         self.title: str | None = None
         self.saver: Saver | None = None  # set by the server: saves each step (agent.store)
+        self.commands: CommandSet | None = None  # its slash commands (agent.commands.catalog)
 
     @property
     def transcript(self) -> list[dict[str, Any]]:

@@ -29,6 +29,7 @@ from agent.acp.params import (
 )
 from agent.acp.params import parse as _parse
 from agent.acp.wire import INVALID_PARAMS, INVALID_REQUEST, Connection, RpcError
+from agent.commands import announce_after_answer
 from agent.session import Session
 from agent.store.methods import SessionStore
 
@@ -158,6 +159,7 @@ class Server:
         session = self._open_session(session_id, cwd, parsed.mcp_servers)
         session.additional_directories = [Path(d) for d in parsed.additional_directories]
         self.store.attach(session)
+        announce_after_answer(session)  # the slash commands
         log.info("session %s in %s", session_id, cwd)
         return {"sessionId": session_id}  # NewSessionResult, without building the model
 

@@ -133,6 +133,8 @@ class McpConnection:
         self.state = "starting"
         self.tools: list[types.Tool] = []
         self.tools_stale = False
+        self.prompts: list[types.Prompt] = []  # slash commands (agent.commands.mcp)
+        self.prompts_stale = False
         self.failure = ""
         self.restarts = 0
         self._ever_ready = False
@@ -198,8 +200,10 @@ class McpConnection:
                             client_info=types.Implementation(name="heron", version=__version__),
                         )
                     )
-                    await session.initialize()
+                    started = await session.initialize()
                     self.tools = await _list_tools(session)
+                    if started.capabilities.prompts is not None:
+                        self.prompts = await _list_prompts(session, self.name)
                     self._scope.deadline = math.inf
                     self._session = session
                     self.state = "ready"
@@ -271,6 +275,9 @@ class McpConnection:
         if isinstance(message, types.ToolListChangedNotification):
             self.tools_stale = True
             self.on_change(self, None)
+        elif isinstance(message, types.PromptListChangedNotification):
+            self.prompts_stale = True
+            self.on_change(self, None)
         elif isinstance(message, Exception):
             log.warning("MCP server %s: %s", self.name, message)
 
@@ -288,6 +295,30 @@ class McpConnection:
             except Exception as exc:
                 log.warning("MCP server %s: listing its tools failed: %s", self.name, exc)
         self.on_change(self, None)
+
+    async def refresh_prompts(self) -> None:
+        """After `prompts/list_changed`: list the prompts again (bounded)."""
+        session = self._session
+        if not self.prompts_stale or session is None:
+            return
+        self.prompts_stale = False
+        with anyio.move_on_after(RELIST_TIMEOUT):
+            self.prompts = await _list_prompts(session, self.name, self.prompts)
+        self.on_change(self, None)
+
+    async def get_prompt(self, name: str, arguments: dict[str, str]) -> types.GetPromptResult:
+        session = await self._usable()
+        try:
+            with anyio.fail_after(self.startup_timeout + RELIST_TIMEOUT):
+                return await session.get_prompt(name, arguments)
+        except TimeoutError as exc:
+            raise ServerUnavailable(f"MCP server {self.name!r} did not answer in time.") from exc
+        except MCPError as exc:
+            raise ServerUnavailable(
+                f"MCP server {self.name!r} answered: {exc.error.message}"
+            ) from exc
+        except Exception as exc:  # a crash under the call, an answer the SDK rejects
+            raise ServerUnavailable(f"MCP server {self.name!r}: {_describe(exc)}") from exc
 
     async def wait_started(self) -> None:
         await self._settled.wait()
@@ -344,6 +375,27 @@ async def _list_tools(session: ClientSession) -> list[types.Tool]:
         if not cursor:
             break
     return tools
+
+
+async def _list_prompts(
+    session: ClientSession, name: str, keep: list[types.Prompt] | None = None
+) -> list[types.Prompt]:
+    """The server's prompts; `keep` (or none) if it fails: prompts are a nicety, the tools are
+    what the server is for."""
+    prompts: list[types.Prompt] = []
+    cursor: str | None = None
+    try:
+        for _ in range(100):  # a server whose cursor never ends cannot hang us
+            params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            page = await session.list_prompts(params=params)
+            prompts.extend(page.prompts)
+            cursor = page.next_cursor
+            if not cursor:
+                break
+    except Exception as exc:
+        log.warning("MCP server %s: listing its prompts failed: %s", name, _describe(exc))
+        return keep or []
+    return prompts
 
 
 def _describe(exc: BaseException) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -41,6 +41,9 @@ class McpManager:
         self._waited = False  # the first model request waited for the servers to start
         self._tools: list[McpTool] = []
         self._tools_version = -1
+        # Told whenever a server's tools, prompts or state may have changed (agent.commands
+        # lists the prompts as slash commands).
+        self.listeners: list[Callable[[], None]] = []
 
     def start(self, spawn: Callable[..., None]) -> None:
         spawn(self._run)
@@ -82,6 +85,11 @@ class McpManager:
         if failure and connection.name not in self._reported:
             self._reported.add(connection.name)
             self._notices.append(failure)
+        for listener in self.listeners:
+            try:
+                listener()
+            except Exception:  # a listener's bug must not cost the server
+                log.exception("MCP change listener failed")
 
     async def prepare(self) -> list[str]:
         """Refresh changed tool lists; the first time, wait (bounded) for servers still starting.
@@ -125,6 +133,21 @@ class McpManager:
                     tools.append(McpTool(name, connection, definition))
             self._tools, self._tools_version = tools, self.version
         return self._tools
+
+    def prompts(self) -> list[tuple[McpConnection, Any]]:
+        """(server connection, mcp Prompt) for every server that works or may come back."""
+        return [
+            (connection, prompt)
+            for connection in self.connections
+            if connection.state in ("ready", "down")
+            for prompt in connection.prompts
+        ]
+
+    async def refresh_prompts(self) -> None:
+        """List again the prompts of servers that said theirs changed."""
+        for connection in self.connections:
+            if connection.prompts_stale:
+                await connection.refresh_prompts()
 
     async def aclose(self) -> None:
         """Stop every server (stdio: stdin closed, then the process group signalled)."""

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.acp.wire import INVALID_PARAMS, RpcError
+from agent.commands import announce_after_answer
 from agent.store.replay import replay_updates
 from agent.store.saver import Saver, restore
 from agent.store.store import Store, data_dir
@@ -165,6 +166,7 @@ class SessionStore:
         restore(session, stored, self.attach(session))
         if mode := _requested_mode(params):
             session.mode = mode
+        announce_after_answer(session)  # the slash commands
         log.info("session %s restored (%d messages)", session_id, len(stored.history))
         return session, stored
 

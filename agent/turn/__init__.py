@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from agent.commands.live import announce
 from agent.turn.loop import Turn
 
 if TYPE_CHECKING:
@@ -25,3 +26,4 @@ async def run_turn(
         return await turn.run(blocks)
     finally:
         turn.close()
+        announce(session)  # the turn may have written command files: the list follows

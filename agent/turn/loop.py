@@ -24,6 +24,7 @@ from agent.acp.protocol import (
     UserMessageChunk,
 )
 from agent.acp.wire import INTERNAL_ERROR, RpcError
+from agent.commands.run import run_command
 from agent.context import system_prompt, user_message
 from agent.store.replay import user_link_update
 from agent.turn.calls import ToolCalls
@@ -59,16 +60,29 @@ class Turn:
         session.undo.start_turn()  # file changes from here on belong to this turn (/undo)
 
     async def run(self, blocks: list[PromptBlock]) -> StopReason:
-        session = self.session
-        if session.settings.problem:
-            raise RpcError(INTERNAL_ERROR, broken_config(session.settings.problem))
-        if not session.settings.llm_configured:
+        stop_reason = await run_command(self, blocks)  # a slash command (agent.commands)
+        if stop_reason is not None:
+            return stop_reason
+        return await self.converse(blocks)
+
+    def check_configured(self) -> None:
+        settings = self.session.settings
+        if settings.problem:
+            raise RpcError(INTERNAL_ERROR, broken_config(settings.problem))
+        if not settings.llm_configured:
             raise RpcError(INTERNAL_ERROR, NOT_CONFIGURED)
+
+    async def converse(self, blocks: list[PromptBlock], record: bool = True) -> StopReason:
+        """The model ↔ tools loop on `blocks`; `record=False` when the transcript already
+        shows what the user typed (a command's prompt is not what they typed)."""
+        session = self.session
+        self.check_configured()
         session.history.append(await user_message(blocks, session.files))
         # Read AGENTS.md once per turn, not on every model request of the turn.
         prompt = await system_prompt(session.cwd, confine=session.mode != "full-access")
         self.model.system = {"role": "system", "content": prompt}
-        self.record_prompt(blocks)
+        if record:
+            self.record_prompt(blocks)
         await session.store_ready()
         self.updates.checkpoint()
         for _ in range(session.settings.max_turn_requests):

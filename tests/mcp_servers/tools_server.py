@@ -16,6 +16,7 @@ from pathlib import Path
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.prompts import Prompt
 from mcp.server.mcpserver.utilities.types import Image
 from mcp.types import ToolAnnotations
 
@@ -77,6 +78,27 @@ async def grow(ctx: Context) -> str:
     server.add_tool(lambda: "fresh result", name="fresh", description="A tool added later.")
     await ctx.session.send_tool_list_changed()
     return "grown"
+
+
+@server.prompt(description="Review code for one kind of problem")
+def review(code: str, focus: str = "bugs") -> str:
+    return f"Review this code, looking for {focus}:\n{code}"
+
+
+@server.prompt()
+def broken() -> str:
+    """Always fails."""
+    raise ValueError("the prompt template is missing")
+
+
+@server.tool()
+async def add_prompt(ctx: Context) -> str:
+    """Adds the prompt `later` and says so with prompts/list_changed."""
+    server.add_prompt(
+        Prompt.from_function(lambda: "Later prompt.", name="later", description="Added later")
+    )
+    await ctx.session.send_prompt_list_changed()
+    return "added"
 
 
 def main() -> None:

@@ -1,0 +1,39 @@
+"""Slash commands: the built-ins (/help, /compact, /init, /undo, /model, /mode), the user's
+command files and the MCP servers' prompts.
+
+- `command`: one command; `catalog`: a session's list and the `available_commands_update`
+  carrying it; `live`: keeping the editor's list current (cheap to import: `session/new`);
+- `files`, `frontmatter`: the command files of `.heron/commands/` and
+  `~/.config/heron/commands/`; `mcp`: the MCP servers' prompts as commands;
+- `parse`: a prompt → the command it invokes; `run`: the turn's entry; `builtins`: what each
+  built-in does; `prompts`: command files and MCP prompts as model turns; `pickers`: a
+  stand-in for agent.options.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import anyio
+
+if TYPE_CHECKING:
+    from agent.session import Session
+
+SETTLE = 0.05  # seconds between an answer and the command list that follows it
+
+
+def announce_after_answer(session: Session) -> None:
+    """List the session's commands right after the answer being prepared (session/new, load,
+    resume): Zed drops updates for a session it does not know yet. Nothing is imported or
+    read before that answer goes out."""
+    connection = session.connection
+    connection.after_answer(lambda: connection.start_soon(_announce, session))
+
+
+async def _announce(session: Session) -> None:
+    # Let the answer reach stdout (the writer writes in a thread) before the imports and the
+    # folder scan compete with it for the GIL.
+    await anyio.sleep(SETTLE)
+    from agent.commands.live import refresh
+
+    await refresh(session)

@@ -1,0 +1,160 @@
+"""What each built-in command does. Every handler takes the running turn and the invocation,
+and returns the turn's stop reason; the user's text is already in the transcript.
+
+Commands that only answer (/help, /model, /mode, /undo, /compact) end the turn without a
+model request (/compact asks the summarizer only); /init runs a normal model turn with its
+prompt, through the same tools and permissions as any prompt.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from agent.acp.protocol import StopReason
+from agent.commands import pickers
+from agent.commands.catalog import commands_of, user_folder
+from agent.commands.parse import Invocation, text_block
+from agent.compaction import compact as compact_history
+from agent.llm import LLMError
+from agent.usage import context_size
+
+if TYPE_CHECKING:
+    from agent.turn.loop import Turn
+
+Handler = Callable[["Turn", Invocation], Awaitable[StopReason]]
+
+INIT_PROMPT = """\
+Study this project, then create or update the file AGENTS.md at its root: the instructions a \
+coding agent needs to work here well.
+
+First look around: the layout (list the main directories), the README, the build and \
+dependency files (pyproject.toml, package.json, Cargo.toml, go.mod, Makefile, …), the CI \
+configuration, any existing agent instructions (AGENTS.md, CLAUDE.md, .cursorrules, \
+.cursor/rules/, .github/copilot-instructions.md) and a few representative source and test files.
+
+Then write AGENTS.md, concise and specific to this project (no generic advice), with:
+- what the project is, in two or three sentences;
+- the layout: the main folders and what lives where;
+- the exact commands to set up, build, run, test (the whole suite and a single test), lint \
+and format;
+- code style and conventions a linter does not already enforce;
+- anything surprising: generated files not to edit, required environment, known traps.
+
+If AGENTS.md exists, improve it: keep what is still true and what was written by hand, fix \
+what is out of date, add what is missing. Keep it well under 200 lines. Change no other file. \
+When done, say in a few lines what you wrote or changed."""
+
+
+async def undo(turn: Turn, call: Invocation) -> StopReason:
+    """/undo: revert the newest turn whose file changes are not undone yet (agent.undo)."""
+    from agent.undo.command import run_undo
+
+    turn.updates.checkpoint()  # the typed /undo is saved before any file changes back
+    await run_undo(turn)
+    return "end_turn"
+
+
+async def help_(turn: Turn, call: Invocation) -> StopReason:
+    commands = commands_of(turn.session).commands().values()
+    groups = {
+        "built-in": "Commands (type them at the start of a message):",
+        "project": "This project's commands (`.heron/commands/`):",
+        "user": f"Your commands (`{_home(str(user_folder()))}/`):",
+        "mcp": "MCP server prompts:",
+    }
+    lines: list[str] = []
+    for source, title in groups.items():
+        listed = [c for c in commands if c.source == source]
+        if not listed:
+            continue
+        lines += ["", title, ""] if lines else [title, ""]
+        for command in listed:
+            usage = f"/{command.name}" + (f" <{command.hint}>" if command.hint else "")
+            lines.append(f"- `{usage}` — {command.description}")
+    lines += [
+        "",
+        "Any other text, an unknown `/word` included, goes to the model as typed. A Markdown "
+        "file `NAME.md` in `.heron/commands/` of the project or in your own commands folder "
+        "adds `/NAME`: its body is the prompt, `$ARGUMENTS` the text typed after the name.",
+    ]
+    turn.updates.say("\n".join(lines))
+    return "end_turn"
+
+
+async def compact(turn: Turn, call: Invocation) -> StopReason:
+    """/compact [focus]: the whole history becomes a summary now (agent.compaction)."""
+    session = turn.session
+    if len(session.history) < 2:
+        turn.updates.say("Nothing to compact: the conversation has no earlier messages yet.")
+        return "end_turn"
+    window = await context_size(session.settings)
+    try:
+        compacted = await compact_history(
+            session.settings, session.history, window, focus=call.arguments or None, whole=True
+        )
+    except LLMError as exc:
+        turn.updates.say(f"The conversation could not be compacted: {exc}")
+        return "end_turn"
+    if compacted is None:
+        turn.updates.say("Nothing to compact: the conversation has no earlier messages yet.")
+        return "end_turn"
+    session.history, summarized = compacted
+    focus = f", focused on “{call.arguments}”" if call.arguments else ""
+    turn.updates.say(f"Compacted the conversation: {summarized} messages are now a summary{focus}.")
+    turn.updates.checkpoint()
+    await turn.updates.report_usage(None, session.history, "")
+    return "end_turn"
+
+
+async def init(turn: Turn, call: Invocation) -> StopReason:
+    """/init: a normal model turn with the built-in prompt."""
+    prompt = INIT_PROMPT
+    if call.arguments:
+        prompt += f"\n\nThe user adds: {call.arguments}"
+    return await turn.converse([text_block(prompt), *call.attachments], record=False)
+
+
+async def model(turn: Turn, call: Invocation) -> StopReason:
+    return await _choose(turn, call, "model", "model")
+
+
+async def mode(turn: Turn, call: Invocation) -> StopReason:
+    return await _choose(turn, call, "mode", "permission mode")
+
+
+async def _choose(turn: Turn, call: Invocation, option_id: str, label: str) -> StopReason:
+    """/model and /mode: without a name, the choices; with one, switch (pickers)."""
+    session = turn.session
+    if not call.arguments:
+        now = pickers.current(session, option_id)
+        lines = [f"The {label} is `{now}`. Choices:", ""]
+        for value, description in pickers.choices(session, option_id):
+            mark = " (current)" if value == now else ""
+            lines.append(f"- `{value}`{mark} — {description}")
+        lines += ["", f"Switch with `/{option_id} NAME`."]
+        turn.updates.say("\n".join(lines))
+        return "end_turn"
+    try:
+        await pickers.apply_choice(session, option_id, call.arguments)
+    except ValueError as exc:
+        turn.updates.say(str(exc))
+        return "end_turn"
+    turn.updates.say(f"The {label} is now `{pickers.current(session, option_id)}`.")
+    return "end_turn"
+
+
+BUILTIN_HANDLERS: dict[str, Handler] = {
+    "help": help_,
+    "compact": compact,
+    "init": init,
+    "undo": undo,
+    "model": model,
+    "mode": mode,
+}
+
+
+def _home(path: str) -> str:
+    home = os.path.expanduser("~")
+    return "~" + path[len(home) :] if home != "/" and path.startswith(home + "/") else path
