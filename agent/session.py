@@ -17,6 +17,7 @@ import anyio
 
 from agent.acp.protocol import ClientCapabilities, StopReason
 from agent.config import Settings
+from agent.options.state import Choices
 from agent.permissions import PermissionMemory
 from agent.tools import builtin_tools
 from agent.tools.base import Tool, ToolContext
@@ -45,7 +46,11 @@ class Session:
     ) -> None:
         self.id = session_id
         self.cwd = cwd
-        self.settings = settings
+        # The server's settings, updated in place on a reload; `settings` adds this session's
+        # picks (model, provider, thought level: agent.options).
+        self.shared_settings = settings
+        self.choices = Choices()
+        self.closed = False
         self.connection = connection
         self.client_capabilities = client_capabilities
         self.mcp_servers = mcp_servers
@@ -80,6 +85,11 @@ class Session:
         self.additional_directories: list[Path] = []
         self.title: str | None = None
         self.saver: Saver | None = None  # set by the server: saves each step (agent.store)
+
+    @property
+    def settings(self) -> Settings:
+        """What this session's next model request uses: the settings with its picks."""
+        return self.choices.effective(self.shared_settings)
 
     def tool_specs(self) -> list[dict[str, Any]]:
         """The tools as OpenAI functions; built once, they only change when the tools do."""
@@ -127,6 +137,7 @@ class Session:
 
     async def aclose(self) -> None:
         """End the session: stop its turn and its MCP servers (session/close, delete, exit)."""
+        self.closed = True
         self.cancel()
         if self.mcp is not None:
             mcp, self.mcp = self.mcp, None

@@ -25,6 +25,8 @@ from agent.acp.protocol import (
 )
 from agent.acp.wire import INVALID_PARAMS, INVALID_REQUEST, Connection, RpcError
 from agent.config import Settings
+from agent.options.choose import opened
+from agent.options.methods import OptionMethods
 from agent.session import Session
 from agent.store.methods import SessionStore
 
@@ -63,6 +65,7 @@ class Server:
         connection.register("session/cancel", self.cancel)
         self.store = SessionStore(settings, self.sessions, self._open_session, _parse, _check_cwd)
         self.store.register(connection)
+        OptionMethods(connection, self._session, _parse)  # set_config_option, set_mode
 
     def remember_client(self, params: dict[str, Any]) -> None:
         parsed = _parse(InitializeParams, params)
@@ -136,7 +139,7 @@ class Server:
         session.additional_directories = [Path(d) for d in parsed.additional_directories]
         self.store.attach(session)
         log.info("session %s in %s", session_id, cwd)
-        return NewSessionResult(session_id=session_id).dump()
+        return {**NewSessionResult(session_id=session_id).dump(), **opened(session)}
 
     def _open_session(
         self, session_id: str, cwd: Path, mcp_servers: list[dict[str, Any]]

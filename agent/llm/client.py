@@ -29,18 +29,22 @@ log = logging.getLogger("heron.llm")
 OPTIONAL_FIELDS = ("stream_options", "max_tokens", "reasoning_effort")
 _rejected: dict[str, set[str]] = {}
 
-_client: Any = None
-_client_key: tuple[Any, ...] | None = None
+# One AsyncOpenAI client per endpoint (and key, timeout, retries): sessions that pick another
+# model or provider reuse its connections; a switch costs nothing beyond the next request.
+_clients: dict[tuple[Any, ...], Any] = {}
+MAX_CLIENTS = 16  # a config that changes keys again and again does not grow this for ever
 
 
 async def get_client(settings: Settings) -> Any:
-    """The shared AsyncOpenAI client, created (and openai imported) off the event loop."""
-    global _client, _client_key
+    """The endpoint's AsyncOpenAI client, created (and openai imported) off the event loop."""
     key = (settings.api_key, settings.base_url, settings.request_timeout, settings.max_retries)
-    if _client is None or _client_key != key:
-        _client = await anyio.to_thread.run_sync(_make_client, settings)
-        _client_key = key
-    return _client
+    client = _clients.get(key)
+    if client is None:
+        client = await anyio.to_thread.run_sync(_make_client, settings)
+        client = _clients.setdefault(key, client)  # another task may have made one meanwhile
+        while len(_clients) > MAX_CLIENTS:
+            del _clients[next(iter(_clients))]  # the oldest; a request using it keeps it alive
+    return client
 
 
 def prewarm() -> None:
@@ -184,6 +188,11 @@ def _error_body(exc: Any) -> Any:
         return exc.response.text
     except Exception:  # a streamed error body that was never read
         return str(getattr(exc, "message", exc))
+
+
+def rejected(settings: Settings, name: str) -> bool:
+    """Whether the endpoint has refused the optional request field `name` (see OPTIONAL_FIELDS)."""
+    return name in _rejected.get(errors.where(settings), ())
 
 
 def _drop_rejected(settings: Settings, body: dict[str, Any], error_body: Any) -> bool:

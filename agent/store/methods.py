@@ -18,6 +18,7 @@ from pydantic import Field
 
 from agent.acp.protocol import Incoming, SkipInvalid
 from agent.acp.wire import INVALID_PARAMS, RpcError
+from agent.options.choose import opened
 from agent.store.replay import replay_updates
 from agent.store.saver import Saver, restore
 from agent.store.store import Store, data_dir
@@ -100,11 +101,11 @@ class SessionStore:
         connection = session.connection
         for update in replay_updates(stored.transcript):
             connection.notify("session/update", {"sessionId": session.id, "update": update})
-        return {}
+        return opened(session)
 
     async def resume(self, **params: Any) -> dict[str, Any]:
-        await self._restore(params)
-        return {}
+        session, _ = await self._restore(params)
+        return opened(session)
 
     async def list(self, **params: Any) -> dict[str, Any]:
         parsed = self.parse(ListSessionsParams, params)
