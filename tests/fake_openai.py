@@ -343,7 +343,10 @@ class FakeOpenAI:
         # string (null is a 500 with a pydantic dump), and the body must be valid UTF-8 JSON.
         self.strict = False
         self.models_body: bytes | None = None  # GET /v1/models answer; None: see `models`
-        self.models: list[str] = ["fake-model", "fake-model-mini"]  # ids GET /v1/models lists
+        # The ids GET /v1/models lists. Only the model the tests configure by default, so
+        # Heron's model picker has no news for the editor (no config_option_update arriving
+        # in the middle of tests about something else); tests about lists set their own.
+        self.models: list[str] = ["fake-model"]
         self.models_status: int | None = None  # answer GET /v1/models with this error (404...)
         self.models_delay = 0.0  # seconds before GET /v1/models answers
         # Request fields this server refuses, each in a real server's words: "openai" (400,

@@ -22,6 +22,12 @@ LEVELS = ["default", "low", "medium", "high"]
 # -- helpers ---------------------------------------------------------------------------------
 
 
+@pytest.fixture(autouse=True)
+def two_models(fake_llm: FakeOpenAI) -> None:
+    """The fake endpoint lists the configured model and one more."""
+    fake_llm.models = ["fake-model", "fake-model-mini"]
+
+
 def new(client: Any, workspace: str) -> tuple[str, dict[str, Any]]:
     """A new session: its id and the whole session/new answer."""
     result = client.request("session/new", {"cwd": workspace, "mcpServers": []})
