@@ -25,7 +25,7 @@ from agent.acp.protocol import (
 )
 from agent.acp.wire import INVALID_PARAMS, INVALID_REQUEST, Connection, RpcError
 from agent.config import Settings
-from agent.options.choose import opened
+from agent.options.apply import opened
 from agent.options.methods import OptionMethods
 from agent.session import Session
 from agent.store.methods import SessionStore

@@ -5,8 +5,9 @@ thought level, as ACP config options (and the legacy modes).
 - `catalog`: the option list and what each value stands for;
 - `discovery`: the models an endpoint offers (GET /models), in the background, cached;
 - `providers`: the `[providers.NAME]` config tables;
-- `choose`: applying a pick (validate, apply, save, tell the client) and the answers of
-  session/new, load and resume; `methods`: session/set_config_option and session/set_mode;
+- `apply`: `choose()`, applying a pick (validate, apply, save, tell the client), and the
+  answers of session/new, load and resume;
+- `methods`: session/set_config_option and session/set_mode;
 - `notice`: telling the user when a server refuses the thought level.
 
 Other code changes an option with `await agent.options.choose(session, option_id, value)`.
@@ -19,14 +20,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agent.options.choose import choose
+    from agent.options.apply import choose
 
 __all__ = ["choose"]
 
 
 def __getattr__(name: str) -> Any:
     if name == "choose":
-        from agent.options.choose import choose
+        from agent.options.apply import choose
 
         return choose
     raise AttributeError(name)

@@ -43,7 +43,7 @@ StartSoon = Callable[..., Any]
 @dataclass(frozen=True)
 class Endpoint:
     base_url: str | None  # None: OpenAI's
-    api_key: str | None
+    api_key: str | None = field(repr=False)  # never in a log line
 
     def settings(self, shared: Settings) -> Settings:
         """Settings that reach this endpoint (timeouts and retries from `shared`)."""

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent.acp.protocol import Incoming
 from agent.acp.wire import INVALID_PARAMS, Connection, RpcError
-from agent.options.choose import answered_options, choose
+from agent.options.apply import answered_options, choose
 
 if TYPE_CHECKING:
     from agent.session import Session

@@ -18,6 +18,7 @@ log = logging.getLogger("heron.options")
 
 DEFAULT_LEVEL = "default"  # the thought level that sends no reasoning_effort
 LEVELS = ("low", "medium", "high")
+_warned: set[str] = set()  # missing providers already logged (this runs at every request)
 
 
 @dataclass
@@ -36,8 +37,13 @@ class Choices:
         if self.provider is not None:
             provider = shared.providers.get(self.provider)
             if provider is None:
-                # Removed from the config since: its model would mean nothing elsewhere.
-                log.warning("provider %r is no longer configured; using the default", self.provider)
+                # Removed from the config since: its model would mean nothing elsewhere, so
+                # the configured endpoint and model answer (the picker shows them).
+                if self.provider not in _warned:
+                    _warned.add(self.provider)
+                    log.warning(
+                        "provider %r is no longer configured; using the default", self.provider
+                    )
             else:
                 changes |= {"base_url": provider.base_url, "api_key": provider.api_key}
                 changes["model"] = self.model or (provider.models or (shared.model,))[0]

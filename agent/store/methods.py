@@ -18,7 +18,7 @@ from pydantic import Field
 
 from agent.acp.protocol import Incoming, SkipInvalid
 from agent.acp.wire import INVALID_PARAMS, RpcError
-from agent.options.choose import opened
+from agent.options.apply import opened
 from agent.store.replay import replay_updates
 from agent.store.saver import Saver, restore
 from agent.store.store import Store, data_dir
