@@ -409,6 +409,8 @@ def test_set_mode_and_the_mode_option_stay_in_sync(heron, fake_llm, workspace):
         ("session/set_config_option", {"configId": "mode", "type": "boolean", "value": True}, ""),
         ("session/set_config_option", {"configId": "mode", "value": 3}, "value id"),
         ("session/set_config_option", {"configId": "mode"}, ""),
+        ("session/set_config_option", {"configId": "model", "value": "x" * 100_000}, "unknown"),
+        ("session/set_config_option", {"configId": "é" * 100_000, "value": "a"}, "unknown"),
         ("session/set_mode", {"modeId": "yolo"}, "unknown value"),
         ("session/set_mode", {}, "modeId"),
     ],
@@ -422,6 +424,7 @@ def test_unknown_options_and_values_are_invalid_params_and_change_nothing(
         client.request(method, {"sessionId": session_id, **params})
     assert err.value.code == -32602
     assert needle in err.value.message
+    assert len(err.value.message) < 2000  # whatever was sent, the answer stays small
     # Nothing changed, and nothing was announced.
     time.sleep(0.2)
     assert mode_updates(client, session_id) == []

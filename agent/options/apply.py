@@ -63,7 +63,7 @@ async def choose(session: Session, option_id: str, value: str) -> None:
     else:
         raise RpcError(
             INVALID_PARAMS,
-            f"unknown config option {option_id!r}; the options are {', '.join(OPTION_IDS)}",
+            f"unknown config option {_short(option_id)}; the options are {', '.join(OPTION_IDS)}",
         )
     log.info("session %s: %s = %s", session.id, option_id, value)
     _save(session)
@@ -155,7 +155,14 @@ def _notify(session: Session, update: dict[str, Any]) -> None:
 def _unknown_value(option_id: str, value: str, known: Any) -> RpcError:
     known = list(known)
     shown = ", ".join(known[:20]) + (f" and {len(known) - 20} more" if len(known) > 20 else "")
-    return RpcError(INVALID_PARAMS, f"unknown value {value!r} for {option_id}; one of: {shown}")
+    return RpcError(
+        INVALID_PARAMS, f"unknown value {_short(value)} for {option_id}; one of: {shown}"
+    )
+
+
+def _short(text: str) -> str:
+    """A client's string as quoted in an error: whatever it sent, the answer stays small."""
+    return repr(text if len(text) <= 80 else text[:80] + "…")
 
 
 __all__ = ["answered_options", "choose", "opened", "publish"]
