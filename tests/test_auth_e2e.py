@@ -132,6 +132,7 @@ def _eventually(client, text: str) -> bool:
 
 def test_a_bad_base_url_in_the_environment_is_explained_at_the_prompt(heron, workspace):
     client = heron(env={"OPENAI_BASE_URL": "127.0.0.1:8080/v1"})
+    assert _eventually(client, "http://127.0.0.1:8080/v1")  # said at start-up, on stderr
     session_id = client.new_session(workspace)
     with pytest.raises(RpcError) as failure:
         client.prompt(session_id, "hi")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import platform
 import pty
 import re
 import select
@@ -90,7 +91,8 @@ def test_json_prints_schema_valid_updates_then_the_stop_reason(run_exec, fake_ll
     assert done.returncode == 0, done.stderr
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     *updates, final = lines
-    assert final == {"stopReason": "end_turn"}
+    # The session id too, so that a script can continue it (`heron exec --session ID`).
+    assert final == {"stopReason": "end_turn", "sessionId": updates[0]["sessionId"]}
     assert validate_client_payload("PromptResponse", final) == []
     for params in updates:
         assert validate_client_payload("SessionNotification", params) == [], params
@@ -128,7 +130,7 @@ def test_running_out_of_model_requests_exits_3(run_exec, fake_llm):
     fake_llm.script(tool_calls(Call("list_directory", {"path": "."})), text("never"))
     done = run_exec("--max-turn-requests", "1", "--json", "go")
     assert done.returncode == 3
-    assert json.loads(done.stdout.splitlines()[-1]) == {"stopReason": "max_turn_requests"}
+    assert json.loads(done.stdout.splitlines()[-1])["stopReason"] == "max_turn_requests"
     assert "--max-turn-requests" in done.stderr
 
 
@@ -299,6 +301,28 @@ def test_a_question_is_asked_on_the_terminal(terminal, fake_llm, workspace, answ
     assert "\x1b[" in term.output  # a terminal: colours
 
 
+def test_a_question_shows_control_characters_instead_of_obeying_them(terminal, fake_llm, workspace):
+    # A carriage return and "erase line" would make this command read as `ls`.
+    command = "touch evil #\r\x1b[2Kls"
+    fake_llm.script(tool_calls(Call("bash", {"command": command})), text("Not\x1b[8m hidden"))
+    term = terminal("exec", "--mode", "ask", "go")
+    term.expect("Allow?")
+    assert "\x1b[2K" not in term.output
+    assert "$ touch evil #\\x0d\\x1b[2Kls" in term.screen
+    assert "Run `touch evil # \\x1b[2Kls`" in term.screen  # the title too
+    term.type("n\r")
+    assert term.wait() == 0, term.screen
+    assert not Path(workspace, "evil").exists()
+    assert "\x1b[8m" not in term.output and "Not\\x1b[8m hidden" in term.screen
+
+
+def test_piped_output_keeps_the_model_s_text_exactly(run_exec, fake_llm):
+    fake_llm.script(text("tab\there\n\x1b[1mbold\x1b[0m\x07"))
+    done = run_exec("go")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "tab\there\n\x1b[1mbold\x1b[0m\x07\n"
+
+
 def test_an_edit_question_shows_the_diff(terminal, fake_llm, workspace):
     Path(workspace, "app.py").write_text("x = 1\n")
     edit = {"path": "app.py", "old_string": "x = 1", "new_string": "x = 2"}
@@ -367,6 +391,21 @@ def test_ctrl_c_during_a_question_exits_130(terminal, fake_llm, workspace):
     assert term.wait() == 130, term.screen
     assert "Traceback" not in term.screen
     assert not Path(workspace, "ran").exists()
+
+
+def test_ctrl_c_while_the_prompt_is_typed_exits_130(terminal, fake_llm):
+    term = terminal("exec", "-")  # the prompt from stdin: here, the terminal
+    term.type("half a prom")
+    # Once it reads its stdin (a Ctrl-C during Python's own start-up is Python's business).
+    reading = {"x86_64": "0 0x0 ", "aarch64": "63 0x0 "}.get(platform.machine())
+    deadline = time.monotonic() + 20
+    while reading and not Path(f"/proc/{term.pid}/syscall").read_text().startswith(reading):
+        assert time.monotonic() < deadline, term.screen
+        time.sleep(0.05)
+    term.interrupt()
+    assert term.wait() == 130, term.screen
+    assert "Traceback" not in term.screen
+    assert fake_llm.requests == []
 
 
 def _alive(pid: int) -> bool:

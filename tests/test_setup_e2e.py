@@ -118,6 +118,17 @@ def test_a_failed_test_request_writes_nothing_unless_confirmed(
     assert not config_file.exists()
 
 
+def test_a_local_server_is_not_asked_for_a_key(terminal, config_file):  # noqa: F811
+    term = terminal("setup", env=NO_MODEL)
+    term.expect("Endpoint: ")
+    term.type("2\r")  # Ollama, on localhost: no key to ask for
+    term.expect("Model")  # the list, or the name when the server is not running
+    assert "API key" not in term.screen
+    term.interrupt()
+    assert term.wait() == 130
+    assert not config_file.exists()
+
+
 def test_ctrl_c_leaves_the_file_alone(terminal, config_file):  # noqa: F811
     term = terminal("setup", env=NO_MODEL)
     term.expect("Endpoint: ")

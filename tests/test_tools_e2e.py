@@ -386,7 +386,7 @@ def test_bash(heron, fake_llm, workspace):
         locations=None,
     )
     assert f"hello\n{workspace}" in texts(mine[-1])  # runs in the session's cwd
-    assert mine[-1]["rawOutput"] == {"exitCode": 0}
+    assert mine[-1]["rawOutput"] == {"exitCode": 0, "output": f"hello\n{workspace}\n"}
     assert tool_result(fake_llm.requests[1], "b") == f"Exit code 0\nhello\n{workspace}\n"
 
 
@@ -557,6 +557,48 @@ def test_with_fs_capability_files_go_through_the_editor(heron, fake_llm, workspa
             )
 
 
+def test_write_file_asks_the_editor_only_about_a_file_it_may_hold(heron, fake_llm, workspace):
+    """A new file (not on disk, never opened through the editor) is written without reading it
+    through the editor first: acpx logs "Resource not found" for every such read (issue 10).
+    A file Heron did read through the editor and that is gone from disk since may live on as
+    an unsaved buffer: that one is asked for, and the change is shown against it."""
+    kept = Path(workspace, "kept.txt")
+    kept.write_text("in the editor\n")
+    fake_llm.script(
+        tool_calls(Call("read_file", {"path": "kept.txt"}, id="r")),
+        tool_calls(Call("write_file", {"path": "new/deep/fresh.txt", "content": "hi\n"}, id="n")),
+        tool_calls(Call("write_file", {"path": "kept.txt", "content": "rewritten\n"}, id="k")),
+        text("ok"),
+    )
+    client = heron(*FULL, client_capabilities=FS_CAPS)
+    served = client.handlers["fs/read_text_file"]
+
+    def read_then_delete_on_disk(params: dict[str, Any]) -> Any:
+        answer = served(params)
+        if params["path"] == str(kept) and kept.exists():
+            client.buffers[str(kept)] = kept.read_text()  # only the editor has it now
+            kept.unlink()
+        return answer
+
+    client.handlers["fs/read_text_file"] = read_then_delete_on_disk
+    turn = client.prompt(client.new_session(workspace), "go")
+    assert turn["stopReason"] == "end_turn"
+    reads = [r.params["path"] for r in client.agent_requests if r.method == "fs/read_text_file"]
+    # The read_file, then for the rewrite (its preview, and again just before writing).
+    assert reads[0] == str(kept) and set(reads) == {str(kept)} and len(reads) > 1
+    assert statuses(turn["updates"], "n")[-1] == "completed"
+    assert Path(workspace, "new", "deep", "fresh.txt").read_text() == "hi\n"
+    assert last(turn["updates"], "n")["content"][0]["oldText"] is None  # shown as new
+    assert statuses(turn["updates"], "k")[-1] == "completed"
+    assert last(turn["updates"], "k")["content"] == [
+        {"type": "diff", "path": str(kept), "oldText": "in the editor\n", "newText": "rewritten\n"}
+    ]
+    assert client.fs_writes == [
+        (str(Path(workspace, "new", "deep", "fresh.txt")), "hi\n"),
+        (str(kept), "rewritten\n"),
+    ]
+
+
 def test_without_fs_capability_files_are_read_and_written_locally(heron, fake_llm, workspace):
     a = Path(workspace, "a.txt")
     a.write_text("saved on disk\n")
@@ -615,8 +657,28 @@ def test_bash_runs_in_the_client_terminal(heron, fake_llm, workspace):
     assert running[0] == {"sessionUpdate": "tool_call_update", "toolCallId": "b", "content": embed}
     assert mine[-1]["status"] == "completed" and mine[-1]["content"] == embed
     assert mine[-1]["rawOutput"]["exitCode"] == 3
+    # Clients that show only the terminal's id (acpx) print the output from here (issue 10):
+    # the text the model read, after its status line.
+    assert mine[-1]["rawOutput"]["output"] == "out\nerr\n"
     assert tool_result(fake_llm.requests[1], "b") == "Exit code 3\nout\nerr\n"
     assert client.terminals == {}  # released
+
+
+@pytest.mark.parametrize("caps", [NO_CAPS, TERMINAL_CAPS], ids=["local", "client-terminal"])
+def test_a_long_output_reaches_raw_output_as_the_model_read_it(
+    heron, fake_llm, workspace, tmp_path, caps
+):
+    config = tmp_path / "heron.toml"
+    config.write_text("max_tool_output_chars = 2000\n")
+    fake_llm.script(tool_calls(Call("bash", {"command": "seq 1 20000"}, id="b")), text("ok"))
+    client = heron(*FULL, client_capabilities=caps, env={"HERON_CONFIG": str(config)})
+    turn = client.prompt(client.new_session(workspace), "go")
+    assert turn["stopReason"] == "end_turn"
+    output = last(turn["updates"], "b")["rawOutput"]["output"]
+    read = tool_result(fake_llm.requests[1], "b")
+    assert read == f"Exit code 0\n{output}"  # the same shortened text, not the whole output
+    assert "bytes omitted" in output and len(output) < 2000
+    assert output.startswith("1\n2\n") and output.endswith("19999\n20000\n")
 
 
 def test_bash_locally_streams_its_output(heron, fake_llm, workspace):
@@ -639,7 +701,7 @@ def test_bash_locally_streams_its_output(heron, fake_llm, workspace):
     final = mine[-1]
     assert final["status"] == "completed"
     assert texts(final) == "```\nfirst\nsecond\n```\n\nExit code 4"
-    assert final["rawOutput"] == {"exitCode": 4}
+    assert final["rawOutput"] == {"exitCode": 4, "output": "first\nsecond\n"}
     assert tool_result(fake_llm.requests[1], "b") == "Exit code 4\nfirst\nsecond\n"
     assert client_methods(client) == []
 
@@ -903,8 +965,10 @@ def test_a_command_that_times_out_is_stopped_and_fails(heron, fake_llm, workspac
     )
     assert_gone(pattern)
     assert statuses(turn["updates"], "b") == ["pending", "in_progress", "failed"]
-    assert last(turn["updates"], "b")["rawOutput"]["timedOut"] is True
+    raw_output = last(turn["updates"], "b")["rawOutput"]
+    assert raw_output["timedOut"] is True
     result = tool_result(fake_llm.requests[1], "b")
+    assert raw_output["output"] == result.split("\n", 1)[1]  # what the model read, unlabelled
     assert result.startswith("Timed out after 1 s; the command was stopped. Output so far:\n")
     assert "started" in result
     if caps["terminal"]:

@@ -98,7 +98,7 @@ async def test_streams_progress_and_returns_exit_code(tmp_path: Path) -> None:
     assert result.ok  # it ran; the model reads the exit code
     assert result.output.startswith("Exit code 3\n")
     assert "one" in result.output and "two" in result.output  # stderr is merged
-    assert result.raw_output == {"exitCode": 3}
+    assert result.raw_output == {"exitCode": 3, "output": result.output.split("\n", 1)[1]}
     assert result.content and "```" in result.content[0].content.text  # type: ignore[union-attr]
 
 
@@ -118,7 +118,7 @@ async def test_killed_by_signal(tmp_path: Path) -> None:
     _, result = await run(make_ctx(tmp_path), command="kill -TERM $$")
     assert result.ok
     assert result.output.startswith("Killed by SIGTERM")
-    assert result.raw_output == {"exitCode": None, "signal": "SIGTERM"}
+    assert result.raw_output == {"exitCode": None, "signal": "SIGTERM", "output": "(no output)"}
 
 
 @pytest.mark.anyio
@@ -288,7 +288,12 @@ async def test_client_terminal_success(tmp_path: Path) -> None:
     assert result.ok
     assert result.content == [TerminalItem(terminal_id="term-7")]
     assert result.output == "Exit code 0\nhello\n"
-    assert result.raw_output == {"exitCode": 0, "signal": None, "truncated": False}
+    assert result.raw_output == {
+        "exitCode": 0,
+        "signal": None,
+        "truncated": False,
+        "output": "hello\n",
+    }
 
 
 @pytest.mark.anyio

@@ -168,7 +168,8 @@ async def stream_chat(
                 continue
             if yielded:
                 raise LLMError(
-                    f"The model's answer broke off mid-stream: {errors.trim(str(exc))}. Try again."
+                    "The model's answer broke off mid-stream: "
+                    + errors.then(errors.trim(str(exc)), "Try again.")
                 ) from exc
             raise errors.unreachable_error(exc, settings) from exc
         finally:

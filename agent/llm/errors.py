@@ -50,10 +50,18 @@ def error_detail(body: Any) -> tuple[str, bool]:
     return trim(text), bool(_CONTEXT.search(text))
 
 
+def then(detail: str, advice: str) -> str:
+    """The server's words, then ours: one full stop between them, never two (`provided..`)."""
+    detail = detail.rstrip().rstrip(",;:")
+    return f"{detail} {advice}" if detail.endswith((".", "!", "?", "…")) else f"{detail}. {advice}"
+
+
 def context_error(detail: str) -> ContextTooLong:
     return ContextTooLong(
-        f"The conversation no longer fits the model's context window: {detail}. Start a new "
-        "session, or use a model (or server setting) with a larger context."
+        "The conversation no longer fits the model's context window: "
+        + then(
+            detail, "Start a new session, or use a model (or server setting) with a larger context."
+        )
     )
 
 
@@ -63,13 +71,13 @@ def status_error(status: int, body: Any, settings: Settings) -> LLMError:
         return context_error(detail)
     if status == 401:
         return LLMError(
-            f"The model server at {where(settings)} rejected the API key (401): {detail}. "
-            "Check OPENAI_API_KEY."
+            f"The model server at {where(settings)} rejected the API key (401): "
+            + then(detail, "Check OPENAI_API_KEY.")
         )
     if status == 404:
         return LLMError(
-            f"Model {settings.model!r} was not found at {where(settings)} (404): {detail}. "
-            "Check HERON_MODEL (or --model) and OPENAI_BASE_URL."
+            f"Model {settings.model!r} was not found at {where(settings)} (404): "
+            + then(detail, "Check HERON_MODEL (or --model) and OPENAI_BASE_URL.")
         )
     if status == 429:
         return LLMError(
@@ -95,8 +103,8 @@ def timeout_error(settings: Settings) -> LLMError:
 
 def unreachable_error(exc: BaseException, settings: Settings) -> LLMError:
     return LLMError(
-        f"Cannot reach the model server at {where(settings)}: {trim(str(exc))}. "
-        "Is it running, and is OPENAI_BASE_URL (or --base-url) right?"
+        f"Cannot reach the model server at {where(settings)}: "
+        + then(trim(str(exc)), "Is it running, and is OPENAI_BASE_URL (or --base-url) right?")
     )
 
 

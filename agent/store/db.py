@@ -209,6 +209,12 @@ def list_sessions(
     return [_row(r) for r in conn.execute(sql, args)]
 
 
+def session_row(conn: sqlite3.Connection, session_id: str) -> SessionRow | None:
+    """One session's row, without its history (`heron exec --session`)."""
+    found = conn.execute(f"SELECT {_COLUMNS} FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    return None if found is None else _row(found)
+
+
 def _json_list(conn: sqlite3.Connection, sql: str, session_id: str) -> list[Any]:
     # One parse of the joined rows: much less per-row overhead than thousands of json.loads.
     return json.loads("[" + ",".join(text for (text,) in conn.execute(sql, (session_id,))) + "]")

@@ -177,6 +177,8 @@ class SessionStore:
         session = self.make_session(session_id, cwd, parsed.mcp_servers)
         session.additional_directories = [Path(d) for d in parsed.additional_directories]
         restore(session, stored, self.attach(session))
+        if mode := _requested_mode(params):
+            session.mode = mode
         log.info("session %s restored (%d messages)", session_id, len(stored.history))
         return session, stored
 
@@ -192,6 +194,18 @@ async def _end(session: Session) -> None:
     its last step."""
     await session.aclose()
     await session.wait_idle()
+
+
+def _requested_mode(params: dict[str, Any]) -> str | None:
+    """`_meta.heron.mode`: the mode a client wants the restored session to run in instead of
+    the stored one (`heron exec --continue`: this run's --mode or --yes). The client answers
+    every permission question anyway, so this grants it nothing it could not do already."""
+    from agent.config import MODES
+
+    meta = params.get("_meta")
+    heron = meta.get("heron") if isinstance(meta, dict) else None
+    mode = heron.get("mode") if isinstance(heron, dict) else None
+    return mode if mode in MODES else None
 
 
 def _info(row: SessionRow) -> dict[str, Any]:

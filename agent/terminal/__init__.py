@@ -1,4 +1,5 @@
-"""Heron from a terminal: `heron exec` (one prompt turn) and `heron setup` (the config file).
+"""Heron from a terminal: `heron exec` (one prompt turn), `heron sessions` (the stored ones) and
+`heron setup` (the config file).
 
 Imported only when one of these commands is given, never on the editor's ACP path.
 """
@@ -13,6 +14,13 @@ def run_command(argv: list[str]) -> int:
         try:
             return exec_main(argv[1:])
         except KeyboardInterrupt:  # before the turn started (e.g. typing a prompt on stdin)
+            return 130
+    if argv[0] == "sessions":
+        from agent.terminal.sessions import main as sessions_main
+
+        try:
+            return sessions_main(argv[1:])
+        except KeyboardInterrupt:
             return 130
     from agent.terminal.setup import main as setup_main
 

@@ -6,8 +6,13 @@ protocol path (permissions, cancellation, tool lifecycle) instead of a second wa
 the agent out of the terminal's process group, so Ctrl-C reaches only us and we turn it into a
 clean `session/cancel`. The price is one interpreter start-up (about 40 ms).
 
-Exit codes: 0 end_turn; 1 model or runtime error; 2 usage or configuration error;
-3 max_tokens / max_turn_requests / refusal; 130 interrupted.
+`--continue` / `--session ID` continue a stored session with `session/resume`, which restores
+the model's history without replaying it (so nothing old is printed as if it were new). The
+session runs in this run's mode (`--mode`, `--yes`, else the settings), never in the one it was
+stored with: a session once run with `--yes` must not keep full access in a later run.
+
+Exit codes: 0 end_turn; 1 model or runtime error; 2 usage or configuration error (an unknown
+session included); 3 max_tokens / max_turn_requests / refusal; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -20,11 +25,15 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.config import MODES, ConfigError, config_path, load_settings
 from agent.terminal.prompts import Terminal
+from agent.terminal.sessions import StoreUnreadable, cwd_forms, find_session, latest_session
 from agent.terminal.trace import Trace
+
+if TYPE_CHECKING:
+    from agent.store.db import SessionRow
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_STOPPED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -35,7 +44,9 @@ STOPPED = {
 }
 
 # Flags handed to the agent as they are.
-AGENT_FLAGS = ("model", "base_url", "mode", "max_turn_requests", "config", "log_level")
+AGENT_FLAGS = ("model", "base_url", "mode", "max_turn_requests", "config", "log_level", "data_dir")
+
+INVALID_PARAMS = -32602  # the agent's answer to a session it does not know
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,6 +59,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("prompt", help='the task; "-" reads it from stdin')
     parser.add_argument("--cwd", help="the workspace (default: the current directory)")
+    stored = parser.add_mutually_exclusive_group()
+    stored.add_argument(
+        "--continue",
+        "-c",
+        dest="continue_latest",
+        action="store_true",
+        help="continue the most recent stored session of --cwd",
+    )
+    stored.add_argument(
+        "--session",
+        metavar="ID",
+        help="continue this stored session, in its folder (`heron sessions` lists them)",
+    )
     parser.add_argument(
         "--json",
         action="store_true",
@@ -63,6 +87,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-turn-requests", dest="max_turn_requests", type=int, help="model requests allowed"
     )
     parser.add_argument("--config", help="TOML config file")
+    parser.add_argument(
+        "--data-dir",
+        dest="data_dir",
+        help="where sessions are stored (default: $XDG_DATA_HOME/heron, ~/.local/share/heron)",
+    )
     parser.add_argument(
         "--log-level", dest="log_level", choices=["debug", "info", "warning", "error"]
     )
@@ -92,12 +121,55 @@ def main(argv: list[str]) -> int:
             f"OPENAI_BASE_URL (any OpenAI-compatible server) and HERON_MODEL; config file: "
             f"{config_path(args.config)}"
         )
+    resumed: SessionRow | None = None
+    if args.continue_latest or args.session:
+        try:
+            if args.session:
+                resumed = find_session(settings, args.session)
+            else:
+                resumed = latest_session(settings, named_cwd(args.cwd))
+        except StoreUnreadable as exc:
+            print(f"heron exec: {exc}", file=sys.stderr)
+            return EXIT_ERROR
+        if resumed is None:
+            if args.session:
+                return usage(
+                    f"unknown session: {args.session!r} (`heron sessions` lists the stored ones)"
+                )
+            return usage(f'no stored session in {cwd}; start one with `heron exec "task"`')
+        if args.session and args.cwd and not same_folder(resumed.cwd, cwd):
+            return usage(
+                f"session {resumed.id} belongs to {resumed.cwd}, not {cwd}; leave out --cwd"
+            )
+        cwd = Path(resumed.cwd)  # the folder the session knows, as it was stored
+        if not cwd.is_dir():
+            return usage(f"the folder of session {resumed.id} is gone: {cwd}")
     agent = [sys.executable, "-m", "agent"]
     for name in AGENT_FLAGS:
         value = getattr(args, name)
         if value is not None:
             agent += [f"--{name.replace('_', '-')}", str(value)]
-    return Exec(agent, cwd, prompt, args.json).run()
+    run = Exec(agent, cwd, prompt, args.json)
+    run.mode = settings.mode
+    run.resumed = resumed
+    return run.run()
+
+
+def named_cwd(given: str | None) -> Path:
+    """The folder as the user names it, symlinks kept: an editor may have stored a session
+    under that name rather than the resolved one. The shell's $PWD when it is the current
+    directory (os.getcwd() has the symlinks resolved)."""
+    if given:
+        return Path(given).expanduser()
+    pwd = os.environ.get("PWD")
+    with contextlib.suppress(OSError):
+        if pwd and os.path.isabs(pwd) and os.path.samefile(pwd, "."):
+            return Path(pwd)
+    return Path(os.getcwd())
+
+
+def same_folder(stored: str, cwd: Path) -> bool:
+    return bool(set(cwd_forms(Path(stored))) & set(cwd_forms(cwd)))
 
 
 def usage(message: str) -> int:
@@ -111,6 +183,14 @@ class AgentGone(Exception):
 
 class AgentError(Exception):
     """The agent answered a request with a JSON-RPC error."""
+
+    def __init__(self, message: str, code: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class UsageFailure(Exception):
+    """The agent refused what the user asked for (a session it does not know): exit 2."""
 
 
 class _Interrupted(Exception):
@@ -126,6 +206,8 @@ class Exec:
         self.trace = Trace()
         self.terminal = Terminal.open()
         self.proc: subprocess.Popen[bytes] | None = None
+        self.mode: str | None = None  # this run's permission mode, for a resumed session
+        self.resumed: SessionRow | None = None  # the stored session to continue, if any
         self.session_id: str | None = None
         self.next_id = 0
         self.interrupted = False
@@ -156,6 +238,9 @@ class Exec:
             self.trace.finish()
             self.report_error(str(exc))
             return EXIT_ERROR
+        except UsageFailure as exc:
+            self.report_error(str(exc))
+            return EXIT_USAGE
         finally:
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # the wind-down is not interruptible
             self.shut_down()
@@ -170,18 +255,40 @@ class Exec:
                 "clientInfo": {"name": "heron-exec", "version": "1"},
             },
         )
-        session = self.request("session/new", {"cwd": str(self.cwd), "mcpServers": []})
-        self.session_id = session["sessionId"]
+        self.open_session()
         if self.interrupted:
             return self.stopped("cancelled")
         blocks = [{"type": "text", "text": self.prompt}]
         result = self.request("session/prompt", {"sessionId": self.session_id, "prompt": blocks})
         return self.stopped(result.get("stopReason"))
 
+    def open_session(self) -> None:
+        if self.resumed is None:
+            session = self.request("session/new", {"cwd": str(self.cwd), "mcpServers": []})
+            self.session_id = session["sessionId"]
+            self.trace.info(f"session {self.session_id}")
+            return
+        params: dict[str, Any] = {
+            "sessionId": self.resumed.id,
+            "cwd": str(self.cwd),
+            "mcpServers": [],
+            # This run's mode, not the stored one (see the module docstring).
+            "_meta": {"heron": {"mode": self.mode}},
+        }
+        try:
+            self.request("session/resume", params)
+        except AgentError as exc:
+            if exc.code == INVALID_PARAMS:  # e.g. deleted since we looked it up
+                raise UsageFailure(str(exc)) from exc
+            raise
+        self.session_id = self.resumed.id
+        title = f": {self.resumed.title}" if self.resumed.title else ""
+        self.trace.info(f"continuing session {self.session_id}{title}")
+
     def stopped(self, reason: str | None) -> int:
         self.trace.finish()
         if self.json_mode:
-            self.emit_json({"stopReason": reason})
+            self.emit_json({"stopReason": reason, "sessionId": self.session_id})
         if reason == "end_turn":
             return EXIT_OK
         if reason == "cancelled":
@@ -192,7 +299,10 @@ class Exec:
 
     def report_error(self, message: str) -> None:
         if self.json_mode:
-            self.emit_json({"error": {"message": message}})
+            failure: dict[str, Any] = {"error": {"message": message}}
+            if self.session_id is not None:
+                failure["sessionId"] = self.session_id
+            self.emit_json(failure)
         self.trace.error(message)
 
     def shut_down(self) -> None:
@@ -249,7 +359,7 @@ class Exec:
             elif message.get("id") == request_id:
                 if "error" in message:
                     error = message.get("error") or {}
-                    raise AgentError(str(error.get("message") or error))
+                    raise AgentError(str(error.get("message") or error), error.get("code"))
                 return message.get("result") or {}
 
     def notify(self, method: str, params: dict[str, Any]) -> None:

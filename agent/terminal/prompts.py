@@ -7,7 +7,15 @@ import json
 import sys
 from typing import Any, TextIO
 
-from agent.terminal.trace import BOLD, YELLOW, Painter, content_text, unified_diff, use_colour
+from agent.terminal.trace import (
+    BOLD,
+    YELLOW,
+    Painter,
+    content_text,
+    unified_diff,
+    use_colour,
+    visible,
+)
 
 # Answer keys, in the order they are offered, by permission option kind.
 KEYS = {"allow_once": "y", "allow_always": "a", "reject_once": "n", "reject_always": "r"}
@@ -62,11 +70,15 @@ class Terminal:
         options = [o for o in params.get("options") or [] if o.get("kind") in KEYS]
         paint = self.paint
         self.say()
-        self.say(paint("Heron wants to: ", BOLD, YELLOW) + paint(str(call.get("title")), BOLD))
+        title = visible(str(call.get("title")), newlines=False)
+        self.say(paint("Heron wants to: ", BOLD, YELLOW) + paint(title, BOLD))
         for line in describe(call, paint):
             self.say("  " + line)
         choices = {KEYS[o["kind"]]: o for o in options}
-        menu = "   ".join(f"[{KEYS[o['kind']]}] {o.get('name', o['kind'])}" for o in options)
+        menu = "   ".join(
+            f"[{KEYS[o['kind']]}] {visible(str(o.get('name', o['kind'])), newlines=False)}"
+            for o in options
+        )
         self.say("  " + menu)
         keys = "/".join(choices)
         while True:
@@ -86,14 +98,16 @@ def describe(call: dict[str, Any], paint: Painter) -> list[str]:
             diff = unified_diff(
                 str(item.get("path")), item.get("oldText"), item.get("newText") or "", paint
             )
-            lines += diff.splitlines() or [f"(no change to {item.get('path')})"]
+            lines += diff.splitlines() or [visible(f"(no change to {item.get('path')})")]
     raw = call.get("rawInput")
     if isinstance(raw, dict) and isinstance(raw.get("command"), str):
-        lines.append(paint("$ ", BOLD) + raw["command"])
+        # The command exactly as it will run: a \r or an escape sequence in it is shown, not
+        # obeyed, or `rm -rf ~ #\r\x1b[2Kls` would read as `ls`.
+        lines += [paint("$ ", BOLD) + line for line in visible(raw["command"]).split("\n")]
     elif not lines:
         text = content_text(call.get("content"))
         if text:
-            lines += text.splitlines()[:20]
+            lines += visible(text).split("\n")[:20]
         elif raw:
-            lines.append(json.dumps(raw, ensure_ascii=False)[:500])
+            lines.append(visible(json.dumps(raw, ensure_ascii=False)[:500]))
     return lines

@@ -2,12 +2,17 @@
 
 The trace is one line per tool call step (running, done, failed), the thoughts dimmed and the
 plan when it changes. Colours only on a terminal; `--json` bypasses all of this.
+
+Everything shown comes from the model (titles, commands, diffs, thoughts), so control characters
+are shown escaped (`visible`): a carriage return or an escape sequence must not rewrite what the
+terminal shows, least of all the command a permission question is about.
 """
 
 from __future__ import annotations
 
 import difflib
 import os
+import re
 import sys
 from typing import Any, TextIO
 
@@ -20,6 +25,23 @@ DIM, BOLD, RED, GREEN, YELLOW, CYAN, RESET = (
     "\033[36m",
     "\033[0m",
 )
+
+
+# C0 and C1 controls (tab and newline are dealt with apart), DEL, zero-width characters, bidi
+# embeddings, overrides and isolates, line and paragraph separators.
+_HIDDEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]")
+_HIDDEN_OR_NEWLINE = re.compile(f"[\n\t]|{_HIDDEN.pattern}")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def visible(text: str, newlines: bool = True) -> str:
+    """`text` with every character that could move the cursor or hide text escaped (`\\x1b`);
+    newlines and tabs kept unless `newlines` is False (a title, one line)."""
+    return (_HIDDEN if newlines else _HIDDEN_OR_NEWLINE).sub(_escape, text)
 
 
 def use_colour(stream: TextIO) -> bool:
@@ -52,6 +74,8 @@ class Trace:
 
     def answer(self, text: str) -> None:
         self._end_thought()
+        if self.out.isatty():  # piped, the text stays exactly as the model wrote it
+            text = visible(text)
         self.out.write(text)
         self.out.flush()
         self.out_open = not text.endswith("\n") if text else self.out_open
@@ -77,16 +101,19 @@ class Trace:
         self.err.flush()
 
     def note(self, text: str) -> None:
-        self.line(self.paint(text, YELLOW))
+        self.line(self.paint(visible(text), YELLOW))
+
+    def info(self, text: str) -> None:
+        self.line(self.paint(visible(text), DIM))
 
     def error(self, text: str) -> None:
-        self.line(self.paint(f"heron: {text}", RED, BOLD))
+        self.line(self.paint(f"heron: {visible(text)}", RED, BOLD))
 
     def _thought(self, text: str) -> None:
         if not self.thinking:
             self.err.write(self.paint("thinking: ", DIM))
             self.thinking = True
-        self.err.write(self.paint(text, DIM))
+        self.err.write(self.paint(visible(text), DIM))
         self.err.flush()
 
     def _end_thought(self) -> None:
@@ -120,13 +147,13 @@ class Trace:
         if status is None or status == call.get("shown"):
             return
         call["shown"] = status
-        title = call["title"]
+        title = visible(str(call["title"]), newlines=False)
         if status == "in_progress":
             self.line(self.paint("▸ ", CYAN) + title + self._diff_summary(call))
         elif status == "completed":
             self.line(self.paint("✓ ", GREEN) + title + self._diff_summary(call))
         elif status == "failed" and call_id not in self.quiet:
-            reason = first_line(content_text(update.get("content")))
+            reason = visible(first_line(content_text(update.get("content"))), newlines=False)
             self.line(self.paint("✗ ", RED) + title + (self.paint(f": {reason}", RED)))
 
     def _diff_summary(self, call: dict[str, Any]) -> str:
@@ -144,7 +171,7 @@ class Trace:
         self.line(self.paint("Plan:", BOLD))
         for entry in entries:
             mark = marks.get(entry.get("status", ""), "[ ]")
-            self.line(f"  {mark} {entry.get('content', '')}")
+            self.line(f"  {mark} {visible(str(entry.get('content', '')), newlines=False)}")
 
 
 def content_text(content: Any) -> str:
@@ -183,7 +210,7 @@ def unified_diff(path: str, old: str | None, new: str, paint: Painter) -> str:
         lineterm="",
     )
     styled = []
-    for line in lines:
+    for line in map(visible, lines):
         if line.startswith(("+++", "---")):
             styled.append(paint(line, BOLD))
         elif line.startswith("+"):

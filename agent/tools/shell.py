@@ -167,7 +167,14 @@ async def _run_in_client_terminal(
     text = buffer.render(*_model_budget(ctx)) or "(no output)"
     if output.truncated:
         text = f"[the terminal kept only the end of the output]\n{text}"
-    raw = {"exitCode": status.exit_code, "signal": status.signal, "truncated": output.truncated}
+    # The output again, as the model read it: clients that do not render terminals (they
+    # see only the terminal id) show this instead.
+    raw: dict[str, Any] = {
+        "exitCode": status.exit_code,
+        "signal": status.signal,
+        "truncated": output.truncated,
+        "output": text,
+    }
     if timed_out:
         raw["timedOut"] = True
     yield ToolResult(
@@ -271,6 +278,7 @@ async def _run_locally(args: BashArgs, ctx: ToolContext, cwd: Path) -> AsyncIter
         raw["signal"] = sig
     if timed_out:
         raw["timedOut"] = True
+    raw["output"] = text  # as in the editor's terminal path: what the model read
     shown = _fenced(buffer.render())
     yield ToolResult(
         ok=not timed_out,
