@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agent.options.providers import Provider
 
 MODES = ("read-only", "ask", "accept-edits", "full-access")
 DEFAULT_MODEL = "gpt-4.1"
@@ -54,6 +57,8 @@ class Settings:
     data_dir: str | None = None  # the session store's directory; default $XDG_DATA_HOME/heron
     context_window: int | None = None  # tokens; default: what the server or a table says
     config_file: str | None = None  # the file the settings were read from, if any
+    # More endpoints for the model picker: `[providers.NAME]` tables (agent.options.providers).
+    providers: dict[str, Provider] = field(default_factory=dict)
     # Why the configured settings could not be used. The agent still answers the editor (so it
     # can show the reason) and explains this at the first prompt instead of dying unheard.
     problem: str | None = None
@@ -115,6 +120,11 @@ _NUMBERS: dict[str, type] = {
 def _build(values: dict[str, Any]) -> Settings:
     settings = Settings()
     for name, value in values.items():
+        if name == "providers":
+            from agent.options.providers import parse_providers
+
+            settings.providers = parse_providers(value)
+            continue
         convert = _NUMBERS.get(name, str)
         try:
             setattr(settings, name, convert(value))

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from agent.options.state import Choices
+
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
@@ -53,7 +55,11 @@ class Session:
     ) -> None:
         self.id = session_id
         self.cwd = cwd
-        self.settings = settings
+        # The server's settings, updated in place on a reload; `settings` adds this session's
+        # picks (model, provider, thought level: agent.options).
+        self.shared_settings = settings
+        self.choices = Choices()
+        self.closed = False
         self.connection = connection
         self.client_capabilities = client_capabilities
         self.mcp_servers = mcp_servers
@@ -147,6 +153,11 @@ class Session:
 
         return UndoJournal()
 
+    @property
+    def settings(self) -> Settings:
+        """What this session's next model request uses: the settings with its picks."""
+        return self.choices.effective(self.shared_settings)
+
     def tool_specs(self) -> list[dict[str, Any]]:
         """The tools as OpenAI functions; built once, they only change when the tools do."""
         if self._tool_specs is None:
@@ -193,6 +204,7 @@ class Session:
 
     async def aclose(self) -> None:
         """End the session: stop its turn and its MCP servers (session/close, delete, exit)."""
+        self.closed = True
         self.cancel()
         if self.mcp is not None:
             mcp, self.mcp = self.mcp, None

@@ -323,6 +323,15 @@ class Recorded:
     headers: dict[str, str]
     body: Any
 
+    @property
+    def model(self) -> Any:
+        return self.body.get("model") if isinstance(self.body, dict) else None
+
+    @property
+    def reasoning_effort(self) -> Any:
+        """The field's value, or None when the request did not carry it."""
+        return self.body.get("reasoning_effort") if isinstance(self.body, dict) else None
+
 
 class _ClientGone(Exception):
     """The client closed the connection while we were streaming."""
@@ -349,7 +358,18 @@ class FakeOpenAI:
         # Validate requests like llama-cpp-python: an assistant message's content must be a
         # string (null is a 500 with a pydantic dump), and the body must be valid UTF-8 JSON.
         self.strict = False
-        self.models_body: bytes | None = None  # GET /v1/models answer; None: two fake models
+        self.models_body: bytes | None = None  # GET /v1/models answer; None: see `models`
+        # The ids GET /v1/models lists. Only the model the tests configure by default, so
+        # Heron's model picker has no news for the editor (no config_option_update arriving
+        # in the middle of tests about something else); tests about lists set their own.
+        self.models: list[str] = ["fake-model"]
+        self.models_status: int | None = None  # answer GET /v1/models with this error (404...)
+        self.models_delay = 0.0  # seconds before GET /v1/models answers
+        # Request fields this server refuses, each in a real server's words: "openai" (400,
+        # `Unsupported parameter`, as OpenAI answers reasoning_effort for a non-reasoning
+        # model) or "pydantic" (422 `extra_forbidden`, FastAPI servers with strict models).
+        # A refused request is recorded but consumes no scripted response.
+        self.reject_fields: dict[str, str] = {}
         self.props: dict[str, Any] | None = None  # llama-server's GET /props; None: 404
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self._server.daemon_threads = True
@@ -413,14 +433,35 @@ class FakeOpenAI:
 
     # ---- used by the handler
 
-    def _record(self, rec: Recorded, chat: bool) -> Response | None:
+    def _record(self, rec: Recorded, chat: bool, consume: bool = True) -> Response | None:
         """Record a request; for chat requests also pop the next scripted response."""
         with self._lock:
             (self._requests if chat else self._other).append(rec)
             self._lock.notify_all()
-            if chat and self._script:
+            if chat and consume and self._script:
                 return self._script.popleft()
             return None
+
+    def _refusal(self, body: dict[str, Any]) -> Error | None:
+        for name, style in self.reject_fields.items():
+            if name not in body:
+                continue
+            if style == "pydantic":
+                detail = [
+                    {
+                        "type": "extra_forbidden",
+                        "loc": ["body", name],
+                        "msg": "Extra inputs are not permitted",
+                        "input": body[name],
+                    }
+                ]
+                return Error(422, json.dumps(detail), "pydantic", "detail")
+            return error(
+                400,
+                f"Unsupported parameter: '{name}' is not supported with this model.",
+                code="unsupported_parameter",
+            )
+        return None
 
     def _note_client_gone(self) -> None:
         with self._lock:
@@ -461,14 +502,19 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self.fake._record(self._recorded(None), chat=False)
-        if self.path.rstrip("/") == "/v1/models" and self.fake.models_body is not None:
+        models_path = self.path.rstrip("/") == "/v1/models"
+        if models_path and self.fake.models_delay:
+            time.sleep(self.fake.models_delay)
+        if models_path and self.fake.models_status is not None:
+            self._send_error(error(self.fake.models_status, f"fake: GET {self.path} refused"))
+        elif models_path and self.fake.models_body is not None:
             self._raw(Raw(self.fake.models_body, 200, "application/json"))
         elif self.path.rstrip("/") == "/props" and self.fake.props is not None:
             self._json(200, self.fake.props)
-        elif self.path.rstrip("/") == "/v1/models":
+        elif models_path:
             models = [
                 {"id": m, "object": "model", "created": 0, "owned_by": "fake"}
-                for m in ("fake-model", "fake-model-mini")
+                for m in self.fake.models
             ]
             self._json(200, {"object": "list", "data": models})
         else:
@@ -491,6 +537,12 @@ class _Handler(BaseHTTPRequestHandler):
             # Not consumed from the script: Heron is expected to always stream.
             self.fake._record(self._recorded(body), chat=False)
             return self._send_error(error(400, "fake: streaming is required (stream: true)"))
+        refusal = self.fake._refusal(body)
+        if refusal is not None:
+            self.fake._record(self._recorded(body), chat=True, consume=False)
+            self._send_error(refusal)
+            self.close_connection = True
+            return None
         response = self.fake._record(self._recorded(body), chat=True)
         if self.fake.strict and (problem := _strict_problem(raw, body)):
             response = error(500, problem, type="internal_server_error")
@@ -603,7 +655,11 @@ class _Handler(BaseHTTPRequestHandler):
             sock.recv(4096)  # unexpected bytes from the client: discard and keep stalling
 
     def _send_error(self, err: Error) -> None:
+        if err.type == "pydantic":  # FastAPI's validation error: {"detail": [...]}, no "error"
+            return self._json(err.status, {"detail": json.loads(err.message)}, err.headers)
         detail = {"message": err.message, "type": err.type, "param": None, "code": err.code}
+        if err.code == "unsupported_parameter":
+            detail["param"] = err.message.split("'")[1]
         payload = {"error": detail}
         self._json(err.status, payload, err.headers)
 

@@ -239,6 +239,7 @@ def test_undo_with_nothing_to_undo_says_so_without_the_model(heron, fake_llm, wo
 
 
 def test_model_lists_and_switches_the_model_of_the_next_request(heron, fake_llm, workspace):
+    fake_llm.models = ["fake-model", "other-model"]
     fake_llm.script(text("Switched."))
     client = heron()
     session_id = client.new_session(workspace)
@@ -247,7 +248,8 @@ def test_model_lists_and_switches_the_model_of_the_next_request(heron, fake_llm,
     assert said(client.prompt(session_id, "/model other-model")) == (
         "The model is now `other-model`."
     )
-    assert "not a model name" in said(client.prompt(session_id, "/model two words"))
+    unknown = said(client.prompt(session_id, "/model two words"))
+    assert unknown.startswith("Unknown value 'two words' for model") and "other-model" in unknown
     client.prompt(session_id, "Hello")
     assert fake_llm.requests[0].body["model"] == "other-model"
 
@@ -264,7 +266,7 @@ def test_mode_lists_and_switches_the_permission_mode(heron, fake_llm, workspace)
     for mode in ("read-only", "accept-edits", "full-access"):
         assert f"- `{mode}` — " in shown
     bad = said(client.prompt(session_id, "/mode everything"))
-    assert "Unknown mode 'everything'" in bad and "full-access" in bad
+    assert bad.startswith("Unknown value 'everything' for mode") and "full-access" in bad
     assert said(client.prompt(session_id, "/mode full-access")) == (
         "The permission mode is now `full-access`."
     )

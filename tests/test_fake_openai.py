@@ -155,6 +155,7 @@ def test_callable_response_and_recording(fake_llm: FakeOpenAI, client: openai.Op
     assert req.path == "/v1/chat/completions"
     assert req.body["stream"] is True and req.body["temperature"] == 0
     assert req.headers["authorization"] == "Bearer x"
+    fake_llm.models = ["fake-model", "fake-model-mini"]
     assert [m.id for m in client.models.list()] == ["fake-model", "fake-model-mini"]
     assert fake_llm.other_requests[0].path == "/v1/models"
     assert len(fake_llm.requests) == 1

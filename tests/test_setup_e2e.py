@@ -14,6 +14,12 @@ NO_MODEL = {"OPENAI_API_KEY": None, "OPENAI_BASE_URL": None, "HERON_MODEL": None
 OTHER_URL = "7"  # the last endpoint in the list: a URL of one's own
 
 
+@pytest.fixture(autouse=True)
+def two_models(fake_llm) -> None:
+    """Setup lists the endpoint's models: give it two to choose from."""
+    fake_llm.models = ["fake-model", "fake-model-mini"]
+
+
 @pytest.fixture
 def config_file(heron_home: Path) -> Path:
     return heron_home / ".config" / "heron" / "config.toml"

@@ -30,6 +30,8 @@ from agent.acp.params import (
 from agent.acp.params import parse as _parse
 from agent.acp.wire import INVALID_PARAMS, INVALID_REQUEST, Connection, RpcError
 from agent.commands import announce_after_answer
+from agent.options.apply import opened
+from agent.options.methods import OptionMethods
 from agent.session import Session
 from agent.store.methods import SessionStore
 
@@ -72,6 +74,7 @@ class Server:
         connection.register("session/cancel", self.cancel)
         self.store = SessionStore(settings, self.sessions, self._open_session, _parse, _check_cwd)
         self.store.register(connection)
+        OptionMethods(connection, self._session, _parse)  # set_config_option, set_mode
 
     def remember_client(self, params: dict[str, Any]) -> None:
         parsed = read_initialize(params)
@@ -161,7 +164,8 @@ class Server:
         self.store.attach(session)
         announce_after_answer(session)  # the slash commands
         log.info("session %s in %s", session_id, cwd)
-        return {"sessionId": session_id}  # NewSessionResult, without building the model
+        # NewSessionResult, without building the model
+        return {"sessionId": session_id, **opened(session)}
 
     def _open_session(
         self, session_id: str, cwd: Path, mcp_servers: list[dict[str, Any]]

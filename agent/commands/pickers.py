@@ -1,51 +1,40 @@
-"""TEMPORARY stand-in for `agent.options` (the config-option pickers), REPLACED AT MERGE.
-
-`/model` and `/mode` only need three things from the pickers: the current value, the choices,
-and `apply_choice` (validate, apply; the real one also saves and emits the option updates).
-At merge, these delegate to `agent.options` (`choose(session, option_id, value)`) and this
-module goes away.
-"""
+"""`/model` and `/mode` read and set the same pickers as the editor's (agent.options)."""
 
 from __future__ import annotations
 
-import dataclasses
-from typing import TYPE_CHECKING
-
-from agent.config import MODES
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agent.session import Session
 
-MODE_DESCRIPTIONS = {
-    "read-only": "reading and searching; every change is refused",
-    "ask": "reading and searching; everything else asks",
-    "accept-edits": "also edits inside the workspace; commands, deletes and fetches ask",
-    "full-access": "everything runs without asking",
-}
+
+def _option(session: Session, option_id: str) -> dict[str, Any]:
+    from agent.options.catalog import config_options
+
+    return next(o for o in config_options(session) if o["id"] == option_id)
 
 
 def current(session: Session, option_id: str) -> str:
-    return session.mode if option_id == "mode" else session.settings.model
+    return str(_option(session, option_id)["currentValue"])
 
 
 def choices(session: Session, option_id: str) -> list[tuple[str, str]]:
-    """(value, one-line description) for each choice."""
-    if option_id == "mode":
-        return [(mode, MODE_DESCRIPTIONS[mode]) for mode in MODES]
-    return [(session.settings.model, "the configured model")]  # no discovery in this stand-in
+    """(value, one-line description) for each choice, groups flattened."""
+    found: list[tuple[str, str]] = []
+    for entry in _option(session, option_id)["options"]:
+        for value in entry.get("options", [entry]):  # a group holds its values
+            group = f" ({entry['name']})" if "group" in entry else ""
+            found.append((value["value"], (value.get("description") or value["name"]) + group))
+    return found
 
 
 async def apply_choice(session: Session, option_id: str, value: str) -> None:
-    """Set the option for the session's next model request; ValueError (readable) if invalid."""
-    if option_id == "mode":
-        if value not in MODES:
-            raise ValueError(f"Unknown mode {value!r}: choose one of {', '.join(MODES)}.")
-        session.mode = value
-    elif option_id == "model":
-        if not value or any(c.isspace() for c in value):
-            raise ValueError(f"{value!r} is not a model name.")
-        # Settings are shared between sessions: this session gets its own copy.
-        session.settings = dataclasses.replace(session.settings, model=value)
-        session.tool_context.settings = session.settings
-    else:
-        raise ValueError(f"Unknown option {option_id!r}.")
+    """Set the option from the next model request on, as the picker does; ValueError with a
+    readable message if the value is unknown."""
+    from agent.acp.wire import RpcError
+    from agent.options import choose
+
+    try:
+        await choose(session, option_id, value)
+    except RpcError as exc:
+        raise ValueError(exc.message[:1].upper() + exc.message[1:] + ".") from exc

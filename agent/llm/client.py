@@ -29,18 +29,21 @@ log = logging.getLogger("heron.llm")
 OPTIONAL_FIELDS = ("stream_options", "max_tokens", "reasoning_effort")
 _rejected: dict[str, set[str]] = {}
 
-_client: Any = None
-_client_key: tuple[Any, ...] | None = None
+# One AsyncOpenAI client per endpoint (and key, timeout, retries): sessions that pick another
+# model or provider reuse its connections; a switch costs nothing beyond the next request.
+_clients: dict[tuple[Any, ...], Any] = {}
+MAX_CLIENTS = 16  # a config that changes keys again and again does not grow this for ever
 
 
 async def get_client(settings: Settings) -> Any:
-    """The shared AsyncOpenAI client, created (and openai imported) off the event loop."""
-    global _client, _client_key
+    """The endpoint's AsyncOpenAI client, created (and openai imported) off the event loop."""
     key = _client_key_of(settings)
-    if _client is None or _client_key != key:
-        _client = await anyio.to_thread.run_sync(_make_client, settings)
-        _client_key = key
-    return _client
+    client = _clients.get(key)
+    if client is None:
+        client = await anyio.to_thread.run_sync(_make_client, settings)
+        keep_client(settings, client)
+        client = _clients[key]  # another task may have made one meanwhile
+    return client
 
 
 def prewarm(settings: Settings) -> Any:
@@ -55,9 +58,11 @@ def prewarm(settings: Settings) -> Any:
 
 
 def keep_client(settings: Settings, client: Any) -> None:
-    """Make a client created by `prewarm` the shared one for these settings."""
-    global _client, _client_key
-    _client, _client_key = client, _client_key_of(settings)
+    """Keep a client made off the event loop (`prewarm`, `get_client`) for its endpoint,
+    unless one is kept already."""
+    _clients.setdefault(_client_key_of(settings), client)
+    while len(_clients) > MAX_CLIENTS:
+        del _clients[next(iter(_clients))]  # the oldest; a request using it keeps it alive
 
 
 def _client_key_of(settings: Settings) -> tuple[Any, ...]:
@@ -201,6 +206,11 @@ def _error_body(exc: Any) -> Any:
         return exc.response.text
     except Exception:  # a streamed error body that was never read
         return str(getattr(exc, "message", exc))
+
+
+def rejected(settings: Settings, name: str) -> bool:
+    """Whether the endpoint has refused the optional request field `name` (see OPTIONAL_FIELDS)."""
+    return name in _rejected.get(errors.where(settings), ())
 
 
 def _drop_rejected(settings: Settings, body: dict[str, Any], error_body: Any) -> bool:

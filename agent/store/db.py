@@ -65,6 +65,10 @@ MIGRATIONS: list[str] = [
         UNIQUE (session_id, turn, seq)
     );
     """,
+    # The session's picks besides its mode (agent.options.state.Choices.saved), as JSON.
+    """
+    ALTER TABLE sessions ADD COLUMN options TEXT NOT NULL DEFAULT '{}'
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -83,6 +87,7 @@ class SessionRow:
     updated_at: str
     mode: str | None
     model: str | None
+    options: dict[str, Any] = field(default_factory=dict)  # the session's picks (agent.options)
 
 
 @dataclass
@@ -137,11 +142,12 @@ def migrate(conn: sqlite3.Connection) -> None:
 def upsert_session(conn: sqlite3.Connection, row: SessionRow) -> None:
     conn.execute(
         """INSERT INTO sessions (id, cwd, additional_dirs, title, created_at, updated_at, mode,
-                                 model)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                                 model, options)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
            ON CONFLICT (id) DO UPDATE SET cwd = excluded.cwd,
                additional_dirs = excluded.additional_dirs, title = excluded.title,
-               updated_at = excluded.updated_at, mode = excluded.mode, model = excluded.model""",
+               updated_at = excluded.updated_at, mode = excluded.mode, model = excluded.model,
+               options = excluded.options""",
         (
             row.id,
             row.cwd,
@@ -151,6 +157,7 @@ def upsert_session(conn: sqlite3.Connection, row: SessionRow) -> None:
             row.updated_at,
             row.mode,
             row.model,
+            json.dumps(row.options),
         ),
     )
 
@@ -282,12 +289,18 @@ def _json_list(conn: sqlite3.Connection, sql: str, session_id: str) -> list[Any]
     return json.loads("[" + ",".join(text for (text,) in conn.execute(sql, (session_id,))) + "]")
 
 
-_COLUMNS = "id, cwd, additional_dirs, title, created_at, updated_at, mode, model"
+_COLUMNS = "id, cwd, additional_dirs, title, created_at, updated_at, mode, model, options"
 
 
 def _row(r: tuple[Any, ...]) -> SessionRow:
+    dirs, options = _json_or(r[2], list), _json_or(r[8], dict)
+    return SessionRow(r[0], r[1], dirs, *r[3:8], options)  # type: ignore[arg-type]
+
+
+def _json_or(text: str, kind: type) -> Any:
+    """A JSON column, or an empty `kind` if it is not what it should be."""
     try:
-        dirs = json.loads(r[2])
-    except ValueError:
-        dirs = []
-    return SessionRow(r[0], r[1], dirs if isinstance(dirs, list) else [], *r[3:])
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        return kind()
+    return value if isinstance(value, kind) else kind()

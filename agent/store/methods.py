@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent.acp.wire import INVALID_PARAMS, RpcError
 from agent.commands import announce_after_answer
+from agent.options.apply import opened
 from agent.store.replay import replay_updates
 from agent.store.saver import Saver, restore
 from agent.store.store import Store, data_dir
@@ -80,11 +81,11 @@ class SessionStore:
         connection = session.connection
         for update in replay_updates(stored.transcript):
             connection.notify("session/update", {"sessionId": session.id, "update": update})
-        return {}
+        return opened(session)
 
     async def resume(self, **params: Any) -> dict[str, Any]:
-        await self._restore(params)
-        return {}
+        session, _ = await self._restore(params)
+        return opened(session)
 
     async def list(self, **params: Any) -> dict[str, Any]:
         from agent.store.params import ListSessionsParams

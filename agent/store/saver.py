@@ -139,6 +139,7 @@ def _session_row(session: Session, created_at: str) -> Any:
         updated_at=now(),
         mode=session.mode,
         model=session.settings.model,
+        options=session.choices.saved(),
     )
 
 
@@ -150,6 +151,7 @@ def restore(session: Session, stored: StoredSession, saver: Saver) -> None:
     session.undo.restore(stored.undo)
     if stored.row.mode:
         session.mode = stored.row.mode
+    session.choices.restore(stored.row.options)
     for update in stored.transcript:
         if update.get("sessionUpdate") == "tool_call" and update.get("toolCallId"):
             session.new_call_id(update["toolCallId"])  # new calls must not reuse these ids

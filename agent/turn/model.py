@@ -25,6 +25,7 @@ from agent.llm import (
 )
 from agent.llm.errors import where
 from agent.llm.probe import NO_TOOLS, known_tool_support, probe_tool_support, should_probe
+from agent.options.notice import thought_notice
 from agent.turn.calls import ToolCalls
 from agent.turn.updates import Updates
 from agent.usage import context_size
@@ -127,6 +128,8 @@ class Model:
             if finished is None and text:  # cut off: keep what the user already saw
                 session.history.append({"role": "assistant", "content": "".join(text)})
         assert finished is not None
+        if notice := thought_notice(session):
+            self.updates.say(notice)
         calls = [(ids[c.index], c) for c in finished.tool_calls if c.index in ids]
         if finished.finish_reason == "length":
             # The arguments may be cut mid-way: nothing of this answer runs.

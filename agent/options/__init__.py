@@ -1,0 +1,33 @@
+"""The session's pickers: permission mode, model (with `[providers.NAME]` endpoints) and
+thought level, as ACP config options (and the legacy modes).
+
+- `state`: a session's picks and the settings its model requests use;
+- `catalog`: the option list and what each value stands for;
+- `discovery`: the models an endpoint offers (GET /models), in the background, cached;
+- `providers`: the `[providers.NAME]` config tables;
+- `apply`: `choose()`, applying a pick (validate, apply, save, tell the client), and the
+  answers of session/new, load and resume;
+- `methods`: session/set_config_option and session/set_mode;
+- `notice`: telling the user when a server refuses the thought level.
+
+Other code changes an option with `await agent.options.choose(session, option_id, value)`.
+This package is imported while the settings are read (`providers`), so this file stays empty
+of imports: `choose` is loaded on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agent.options.apply import choose
+
+__all__ = ["choose"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "choose":
+        from agent.options.apply import choose
+
+        return choose
+    raise AttributeError(name)
