@@ -159,5 +159,5 @@ def test_a_noisy_command_keeps_memory_flat(heron, fake_llm, workspace):
     assert pending.result(timeout=60)["stopReason"] == "end_turn"
     after = _rss_kb(client.proc.pid)
     snapshots = [u for u in pending.updates() if u.get("toolCallId") == "n" and "status" not in u]
-    assert len(snapshots) > 40  # the command was noisy for long enough to tell
+    assert len(snapshots) > 20  # the command was noisy for long enough to tell (~80 unloaded)
     assert after - before < 3 * 1024, f"RSS grew from {before} to {after} kB"

@@ -295,7 +295,7 @@ def test_an_editor_that_stops_reading_slows_the_turn_and_cannot_block_the_exit(
     fake_llm: FakeOpenAI, workspace: str, heron_home: Path, tmp_path: Path
 ):
     chunk = "x" * 100_000
-    fake_llm.script(text(*[chunk] * 600))  # 60 MB of answer
+    fake_llm.script(text("warm"), text(*[chunk] * 600))  # then 60 MB of answer
     proc = subprocess.Popen(
         [_heron_executable()],
         stdin=subprocess.PIPE,
@@ -310,12 +310,17 @@ def test_an_editor_that_stops_reading_slows_the_turn_and_cannot_block_the_exit(
         assert json.loads(proc.stdout.readline())["id"] == 1
         _request(proc, 2, "session/new", {"cwd": workspace, "mcpServers": []})
         session_id = json.loads(proc.stdout.readline())["result"]["sessionId"]
+        # A first prompt loads what every turn needs (the ACP models, the tools, the model
+        # client, ~30 MB): what grows after it is the outbox.
+        warm = [{"type": "text", "text": "hi"}]
+        _request(proc, 3, "session/prompt", {"sessionId": session_id, "prompt": warm})
+        while json.loads(proc.stdout.readline()).get("id") != 3:
+            pass
         idle = _rss_mb(proc.pid)
         prompt = [{"type": "text", "text": "tell me a lot"}]
-        _request(proc, 3, "session/prompt", {"sessionId": session_id, "prompt": prompt})
+        _request(proc, 4, "session/prompt", {"sessionId": session_id, "prompt": prompt})
         # ... and stdout is never read again.
         time.sleep(8)
-        # The model client (openai, imported on the first prompt) accounts for about 20 MB.
         grown = _rss_mb(proc.pid) - idle
         started = time.monotonic()
         proc.stdin.close()  # type: ignore[union-attr]
