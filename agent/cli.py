@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def serve_stdio(load: Callable[[], Settings], reload: Callable[[], Settings] | None = None) -> int:
     """Answer a first `initialize` at once, then read the settings (`load()`) and serve."""
-    from agent.shutdown import install_exit_handlers
+    from agent.processes.shutdown import install_exit_handlers
 
     install_exit_handlers()  # a signal from here on stops every command's processes first
     stdin = sys.stdin.buffer
@@ -149,7 +149,7 @@ def serve_stdio(load: Callable[[], Settings], reload: Callable[[], Settings] | N
     if warm is not None:
         warm.join()
     from agent.acp.server import run_server
-    from agent.shutdown import run_then_exit
+    from agent.processes.shutdown import run_then_exit
 
     # Never returns: leaves without finalizing, as the stdin reader thread may still be
     # blocked in readline() (an editor that stopped reading but never closed our stdin).

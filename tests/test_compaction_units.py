@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.compaction import split_point
+from agent.context.compaction import split_point
 from agent.llm.errors import error_detail
 
 

@@ -1,4 +1,4 @@
-"""Context window sizes and token counts for usage_update (agent.usage)."""
+"""Context window sizes and token counts for usage_update (agent.context.usage)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.usage import DEFAULT_WINDOW, known_window, tokens_used, window_of
+from agent.context.usage import DEFAULT_WINDOW, known_window, tokens_used, window_of
 
 REAL = Path(__file__).parent / "data" / "real-servers"
 

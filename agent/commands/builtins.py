@@ -16,9 +16,9 @@ from agent.acp.protocol import StopReason
 from agent.commands import pickers
 from agent.commands.catalog import commands_of, user_folder
 from agent.commands.parse import Invocation, text_block
-from agent.compaction import compact as compact_history
+from agent.context.compaction import compact as compact_history
+from agent.context.usage import context_size
 from agent.llm import LLMError
-from agent.usage import context_size
 
 if TYPE_CHECKING:
     from agent.turn.loop import Turn
@@ -84,7 +84,7 @@ async def help_(turn: Turn, call: Invocation) -> StopReason:
 
 
 async def compact(turn: Turn, call: Invocation) -> StopReason:
-    """/compact [focus]: the whole history becomes a summary now (agent.compaction)."""
+    """/compact [focus]: the whole history becomes a summary now (agent.context.compaction)."""
     session = turn.session
     if len(session.history) < 2:
         turn.updates.say("Nothing to compact: the conversation has no earlier messages yet.")

@@ -34,7 +34,7 @@ import anyio
 from anyio.abc import ByteReceiveStream, Process
 from pydantic import BaseModel, Field
 
-from agent.processes import forget, open_process
+from agent.processes.tree import forget, open_process
 from agent.tools.base import OneShotTool, Preview, Safety, ToolContext, ToolError, ToolResult
 from agent.tools.files import location
 from agent.tools.grep_python import Hits, Line, parse_reply, request, shown_line, worker_argv

@@ -2,7 +2,7 @@
 
 With the client's `terminal` capability the command runs in a terminal the editor creates and
 embeds live in the tool call (ACP-NOTES §26); we only wait, read the final output and always
-release it. Otherwise it runs here in its own process group, tracked by `agent.processes`, so a
+release it. Otherwise it runs here in its own process group, tracked by `agent.processes.tree`, so a
 timeout, a cancelled turn or the command's end stops the shell together with everything it
 started (background jobs, `setsid`, `nohup` included); a cancelled turn answers at once and the
 SIGKILL for what ignores SIGTERM follows in the background. Its output is streamed back with
@@ -38,7 +38,7 @@ from agent.acp.protocol import (
     TerminalParams,
 )
 from agent.permissions.commands import command_keys
-from agent.processes import CommandTree, forget, open_process
+from agent.processes.tree import CommandTree, forget, open_process
 from agent.tools.base import (
     Preview,
     Progress,

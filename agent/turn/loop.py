@@ -25,7 +25,7 @@ from agent.acp.protocol import (
 )
 from agent.acp.wire import INTERNAL_ERROR, RpcError
 from agent.commands.run import run_command
-from agent.context import system_prompt, user_message
+from agent.context.prompt import system_prompt, user_message
 from agent.store.replay import user_link_update
 from agent.turn.calls import ToolCalls
 from agent.turn.model import Model

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from agent.acp.protocol import AgentMessageChunk, AgentThoughtChunk, TextContent
 from agent.acp.wire import INTERNAL_ERROR, RpcError
-from agent.compaction import compact, needs_compaction
+from agent.context.compaction import compact, needs_compaction
+from agent.context.usage import context_size
 from agent.llm import (
     ContextTooLong,
     Finished,
@@ -28,7 +29,6 @@ from agent.llm.probe import NO_TOOLS, known_tool_support, probe_tool_support, sh
 from agent.options.notice import thought_notice
 from agent.turn.calls import ToolCalls
 from agent.turn.updates import Updates
-from agent.usage import context_size
 
 if TYPE_CHECKING:
     from agent.session import Session
@@ -75,7 +75,7 @@ class Model:
         return await self._ask_once()
 
     async def compact_history(self, force: bool) -> bool:
-        """Replace the older history with a summary (agent.compaction); True if it did."""
+        """Replace the older history with a summary (agent.context.compaction); True if it did."""
         session = self.session
         window = await context_size(session.settings)
         if not force and (

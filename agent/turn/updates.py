@@ -15,7 +15,7 @@ from agent.acp.protocol import (
     SessionUpdate,
     TextContent,
 )
-from agent.usage import context_size, tokens_used
+from agent.context.usage import context_size, tokens_used
 
 if TYPE_CHECKING:
     from agent.session import Session
@@ -53,7 +53,7 @@ class Updates:
     async def report_usage(
         self, usage: dict[str, Any] | None, messages: list[dict[str, Any]], reply: str
     ) -> None:
-        """usage_update: how full the context is after this response (agent.usage)."""
+        """usage_update: how full the context is after this response (agent.context.usage)."""
         size = await context_size(self.session.settings)
         if self.closed:
             return

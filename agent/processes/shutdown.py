@@ -9,7 +9,7 @@ The exit itself is `os._exit`: the stdin reader thread may be blocked in readlin
 interpreter finalization would then abort with "Fatal Python error".
 
 Installed before the editor's `initialize` is answered, so this module imports next to nothing:
-`agent.processes` is loaded when there is something to stop.
+`agent.processes.tree` is loaded when there is something to stop.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def run_then_exit(serve: Callable[[], int]) -> None:
 
 
 def _stop_everything() -> None:
-    from agent.processes import stop_everything
+    from agent.processes.tree import stop_everything
 
     stop_everything()
 

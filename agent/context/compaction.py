@@ -16,8 +16,8 @@ from contextlib import aclosing
 from typing import Any
 
 from agent.config import Settings
+from agent.context.usage import CHARS_PER_TOKEN, estimate_tokens
 from agent.llm import TextDelta, stream_chat
-from agent.usage import CHARS_PER_TOKEN, estimate_tokens
 
 log = logging.getLogger("heron.compaction")
 
