@@ -473,7 +473,7 @@ def _key(request_id: Any) -> Any:
 
 
 def _adapt(handler: Handler) -> Handler:
-    """Wrap a handler so RpcError becomes jsonrpcserver's error and results are wrapped."""
+    """Wrap a handler so RpcError becomes the dispatch's JSON-RPC error and results are wrapped."""
     from agent.acp.dispatch import Success
 
     async def method(**params: Any) -> Any:
