@@ -35,6 +35,12 @@ from typing import Any, BinaryIO
 import anyio
 from anyio.abc import TaskGroup
 
+# The JSON-RPC error codes are defined once, in agent.acp.dispatch (which answers with them
+# too); handlers import them from here, with RpcError.
+from agent.acp.dispatch import INTERNAL_ERROR as INTERNAL_ERROR
+from agent.acp.dispatch import INVALID_PARAMS as INVALID_PARAMS
+from agent.acp.dispatch import INVALID_REQUEST as INVALID_REQUEST
+from agent.acp.dispatch import METHOD_NOT_FOUND as METHOD_NOT_FOUND
 from agent.acp.dispatch import JsonRpcError, async_dispatch_to_serializable
 from agent.acp.outbox import Outbox
 from agent.acp.stdout import NonBlockingStdout, open_nonblocking
@@ -42,10 +48,6 @@ from agent.acp.stdout import NonBlockingStdout, open_nonblocking
 log = logging.getLogger("heron.wire")
 
 PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
 REQUEST_CANCELLED = -32800
 
 EOF_GRACE = 0.7  # seconds the work in flight gets to wind down once stdin has closed

@@ -89,6 +89,15 @@ class SessionRow:
     model: str | None
     options: dict[str, Any] = field(default_factory=dict)  # the session's picks (agent.options)
 
+    def info(self) -> dict[str, Any]:
+        """The session as ACP's `session/list` describes it (SessionInfo)."""
+        info: dict[str, Any] = {"sessionId": self.id, "cwd": self.cwd, "updatedAt": self.updated_at}
+        if self.title:
+            info["title"] = self.title
+        if self.additional_dirs:
+            info["additionalDirectories"] = self.additional_dirs
+        return info
+
 
 @dataclass
 class StoredSession:

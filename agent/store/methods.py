@@ -104,7 +104,7 @@ class SessionStore:
             return db.list_sessions(conn, cwd, after, PAGE_SIZE + 1)
 
         rows = await self._read(query) or []
-        result: dict[str, Any] = {"sessions": [_info(row) for row in rows[:PAGE_SIZE]]}
+        result: dict[str, Any] = {"sessions": [row.info() for row in rows[:PAGE_SIZE]]}
         if len(rows) > PAGE_SIZE:
             last = rows[PAGE_SIZE - 1]
             result["nextCursor"] = _encode_cursor(last.updated_at, last.id)
@@ -195,15 +195,6 @@ def _requested_mode(params: dict[str, Any]) -> str | None:
     heron = meta.get("heron") if isinstance(meta, dict) else None
     mode = heron.get("mode") if isinstance(heron, dict) else None
     return mode if mode in MODES else None
-
-
-def _info(row: SessionRow) -> dict[str, Any]:
-    info: dict[str, Any] = {"sessionId": row.id, "cwd": row.cwd, "updatedAt": row.updated_at}
-    if row.title:
-        info["title"] = row.title
-    if row.additional_dirs:
-        info["additionalDirectories"] = row.additional_dirs
-    return info
 
 
 def _encode_cursor(updated_at: str, session_id: str) -> str:

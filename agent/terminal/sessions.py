@@ -17,7 +17,6 @@ import sqlite3
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from agent.config import ConfigError, Settings, load_settings
 from agent.store import db
@@ -127,7 +126,7 @@ def main(argv: list[str]) -> int:
     try:
         if args.json:
             for row in rows:
-                print(json.dumps(session_info(row), ensure_ascii=False))
+                print(json.dumps(row.info(), ensure_ascii=False))
         else:
             print_table(rows)
         sys.stdout.flush()
@@ -140,16 +139,6 @@ def main(argv: list[str]) -> int:
         # Scripts read stdout: an empty list stays empty there.
         print(line, file=sys.stderr if args.json else sys.stdout)
     return EXIT_OK
-
-
-def session_info(row: SessionRow) -> dict[str, Any]:
-    """The session as ACP's `session/list` describes it (SessionInfo)."""
-    info: dict[str, Any] = {"sessionId": row.id, "cwd": row.cwd, "updatedAt": row.updated_at}
-    if row.title:
-        info["title"] = row.title
-    if row.additional_dirs:
-        info["additionalDirectories"] = row.additional_dirs
-    return info
 
 
 def print_table(rows: list[SessionRow]) -> None:

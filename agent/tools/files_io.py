@@ -299,10 +299,7 @@ def _replace(target: Path, data: bytes, st: os.stat_result | None) -> None:
             if st is not None:
                 _copy_owner_and_xattrs(fd, target, st)
                 os.fchmod(fd, mode)  # exactly the original's, after fchown cleared setuid bits
-            view = memoryview(data)
-            offset = 0
-            while offset < len(data):
-                offset += os.write(fd, view[offset:])
+            write_all(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -347,3 +344,11 @@ def _fsync_dir(folder: Path) -> None:
             raise
     finally:
         os.close(fd)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """All of `data` to `fd` (os.write may take less than it is given)."""
+    view = memoryview(data)
+    offset = 0
+    while offset < len(view):
+        offset += os.write(fd, view[offset:])

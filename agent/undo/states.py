@@ -172,10 +172,7 @@ def create(path: Path, state: State) -> None:
         first = 0o600 if mode is not None else 0o666
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, first)
         try:
-            data = memoryview(data_of(state))
-            offset = 0
-            while offset < len(data):
-                offset += os.write(fd, data[offset:])
+            files_io.write_all(fd, data_of(state))
             os.fsync(fd)
         finally:
             os.close(fd)
