@@ -169,10 +169,6 @@ class RequestPermissionResult(Incoming):
     outcome: PermissionOutcome
 
 
-class ReadTextFileResult(Incoming):
-    content: str
-
-
 class CreateTerminalResult(Incoming):
     terminal_id: str
 
@@ -365,27 +361,6 @@ class RequestPermissionParams(Outgoing):
     session_id: str
     tool_call: ToolCallFields
     options: list[PermissionOption]
-
-
-class NewSessionResult(Outgoing):
-    session_id: str
-
-
-class PromptResult(Outgoing):
-    stop_reason: StopReason
-
-
-class ReadTextFileParams(Outgoing):
-    session_id: str
-    path: str
-    line: int | None = None
-    limit: int | None = None
-
-
-class WriteTextFileParams(Outgoing):
-    session_id: str
-    path: str
-    content: str
 
 
 class EnvVariable(Outgoing):

@@ -164,7 +164,6 @@ class Server:
         self.store.attach(session)
         announce_after_answer(session)  # the slash commands
         log.info("session %s in %s", session_id, cwd)
-        # NewSessionResult, without building the model
         return {"sessionId": session_id, **opened(session)}
 
     def _open_session(

@@ -31,8 +31,8 @@ def announce_after_answer(session: Session) -> None:
 
 
 async def _announce(session: Session) -> None:
-    # Let the answer reach stdout (the writer writes in a thread) before the imports and the
-    # folder scan compete with it for the GIL.
+    # Let the answer reach stdout (through the writer thread where stdout is a file or a
+    # terminal) before the imports and the folder scan compete with it for the GIL.
     await anyio.sleep(SETTLE)
     from agent.commands.live import refresh
 

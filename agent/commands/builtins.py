@@ -51,7 +51,6 @@ async def undo(turn: Turn, call: Invocation) -> StopReason:
     """/undo: revert the newest turn whose file changes are not undone yet (agent.undo)."""
     from agent.undo.command import run_undo
 
-    turn.updates.checkpoint()  # the typed /undo is saved before any file changes back
     await run_undo(turn)
     return "end_turn"
 
