@@ -215,6 +215,32 @@ def test_session_cancel_while_permission_is_pending(heron, fake_llm, workspace, 
     assert tool_result(fake_llm.requests[-1], "e") == "Cancelled by the user."
 
 
+@pytest.mark.parametrize("switch", ["session/set_mode", "session/set_config_option"])
+def test_read_only_picked_while_permission_is_asked_refuses_the_allowed_call(
+    heron, fake_llm, workspace, switch
+):
+    """The mode is checked when the call would run: an "allow" given after the user switched
+    to read-only (from the editor's picker) runs nothing."""
+    path = Path(workspace, "a.txt")
+    path.write_text("original\n")
+    fake_llm.script(tool_calls(edit("a.txt", "original", "changed", "e")), text("ok"))
+    client = heron(*ASK)
+    client.permission_gate = threading.Event()  # the question stays open
+    session_id = client.new_session(workspace)
+    pending = client.prompt_async(session_id, "go")
+    client.wait_for_agent_request("session/request_permission")
+    if switch == "session/set_mode":
+        client.request(switch, {"sessionId": session_id, "modeId": "read-only"})
+    else:
+        params = {"sessionId": session_id, "configId": "mode", "value": "read-only"}
+        client.request(switch, params)
+    client.permission_gate.set()  # ... and then the user clicks "allow"
+    assert pending.result(timeout=10)["stopReason"] == "end_turn"
+    assert statuses(pending.updates(), "e")[-1] == "failed"
+    assert path.read_text() == "original\n"
+    assert "read-only" in tool_result(fake_llm.requests[1], "e")
+
+
 # --------------------------------------------------------------------------------------- 4. modes
 
 
