@@ -231,3 +231,30 @@ def test_undo_of_a_delete_never_writes_over_a_buffer_the_user_typed_into(
     assert kept.read_text() == "kept before\n"
     assert [p for p, _ in client.fs_writes[writes:]] == [str(kept)]
     assert final(calls)["status"] == "completed"
+
+
+def test_an_editor_answering_empty_text_for_missing_files_still_creates_them(
+    heron, fake_llm, workspace
+):
+    """Some clients answer fs/read_text_file for a missing file with "" instead of an error:
+    an empty buffer of a file not on disk holds nothing to keep, so the file is new."""
+    path = Path(workspace, "new.txt")
+    client = heron(*FULL, client_capabilities=FS_CAPS)
+    served = client.handlers["fs/read_text_file"]
+
+    def empty_for_missing(params: dict[str, Any]) -> Any:
+        if not Path(params["path"]).exists() and params["path"] not in client.buffers:
+            return {"content": ""}
+        return served(params)
+
+    client.handlers["fs/read_text_file"] = empty_for_missing
+    sid = client.new_session(workspace)
+    fake_llm.script(
+        tool_calls(Call("write_file", {"path": "new.txt", "content": "hi\n"}, id="w")),
+        text("done"),
+    )
+    turn = client.prompt(sid, "write it")
+    assert tool_result(fake_llm, "w").startswith("Created new.txt")
+    assert path.read_text() == "hi\n"
+    shown = final([u for u in turn["updates"] if u.get("toolCallId") == "w"])
+    assert shown["title"].startswith("Create new.txt")

@@ -106,9 +106,14 @@ class Files:
             if problem:
                 raise problem
         try:
-            return Current(await self._editor_read(path, {}))
+            text = await self._editor_read(path, {})
         except FileNotFoundError:
             return Current(None)
+        if not text and not on_disk:
+            # Some editors answer "" for any missing file (an empty new buffer): nothing of
+            # the user's to keep, and taking it for a file would refuse to create new ones.
+            return Current(None)
+        return Current(text)
 
     async def _editor_read(self, path: Path, extra: dict[str, Any]) -> str:
         from agent.acp.wire import RpcError

@@ -312,8 +312,8 @@ async def _revert(change: Change, files: FilesLike, cwd: Path, shown: str, partl
             return Outcome(
                 shown,
                 False,
-                f"{shown} changed between that turn's edits (not by them), so only its later "
-                "edits went back; the earlier ones were not reverted, to keep that change.",
+                f"{shown} changed between that turn's edits (not by Heron), so only the edits "
+                "after that change went back; the ones before it were not reverted, to keep it.",
             )
         since = "was deleted" if not now.exists else "changed"
         return Outcome(shown, False, f"{shown} {since} since the turn; not reverted.")
