@@ -258,3 +258,19 @@ def test_an_editor_answering_empty_text_for_missing_files_still_creates_them(
     assert path.read_text() == "hi\n"
     shown = final([u for u in turn["updates"] if u.get("toolCallId") == "w"])
     assert shown["title"].startswith("Create new.txt")
+
+
+def test_move_path_never_moves_over_an_unsaved_buffer_not_on_disk(heron, fake_llm, workspace):
+    src, dst = Path(workspace, "src.txt"), Path(workspace, "draft.txt")
+    src.write_text("the agent's file\n")
+    client = heron(*FULL, client_capabilities=FS_CAPS)
+    client.buffers[str(dst)] = "the user's unsaved draft\n"
+    sid = client.new_session(workspace)
+    fake_llm.script(
+        tool_calls(Call("move_path", {"source": "src.txt", "destination": "draft.txt"}, id="m")),
+        text("done"),
+    )
+    client.prompt(sid, "move it")
+    assert "unsaved text" in tool_result(fake_llm, "m")
+    assert src.read_text() == "the agent's file\n" and not dst.exists()
+    assert client.buffers[str(dst)] == "the user's unsaved draft\n"
