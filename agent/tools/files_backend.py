@@ -6,8 +6,8 @@ go through `fs/read_text_file` (unsaved changes included) and writes through
 for too: an editor buffer never saved is the user's text (the editor's "not found" means new).
 A client that offers only one of the two gets the local disk for both: reading the buffer but
 writing the disk (or the reverse) would drop either the unsaved lines or the lines only on
-disk. The disk side lives in
-`files_io` (strict UTF-8, FIFOs refused, writes that keep links, owner, mode and xattrs).
+disk. The disk side lives in `files_io` (strict UTF-8, FIFOs refused, writes that keep links,
+owner, mode and xattrs).
 """
 
 from __future__ import annotations
