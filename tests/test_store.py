@@ -11,8 +11,9 @@ import anyio
 import pytest
 
 from agent.store import db
+from agent.store.failures import describe
 from agent.store.replay import INTERRUPTED, replay_updates
-from agent.store.saver import answer_dangling_calls, make_title
+from agent.store.saver import answer_dangling_calls, make_title, storable
 from agent.store.store import Store
 
 
@@ -42,9 +43,9 @@ def test_save_load_and_delete(tmp_path: Path):
     conn = db.connect(tmp_path / "s.db")
     conn.execute("BEGIN IMMEDIATE")
     db.upsert_session(conn, row("a"))
-    db.put_history(conn, "a", 0, ['{"role": "user", "content": "hi"}'], replace=False)
+    db.put_history(conn, "a", 0, ['{"role": "user", "content": "hi"}'])
     db.put_updates(conn, "a", 0, ['{"sessionUpdate": "user_message_chunk"}'])
-    db.put_history(conn, "a", 0, ['{"role": "user", "content": "summary"}'], replace=True)
+    db.put_history(conn, "a", 0, ['{"role": "user", "content": "summary"}'], replace_from=0)
     conn.execute("COMMIT")
     stored = db.load_session(conn, "a")
     assert stored is not None
@@ -105,6 +106,75 @@ def test_an_unopenable_store_turns_off_and_says_why(tmp_path: Path):
 
     assert anyio.run(main) is None
     assert store.failure and "cannot open" in store.failure
+
+
+class Hooks:
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def committed(self) -> None:
+        self.events.append("committed")
+
+    def aborted(self) -> None:
+        self.events.append("aborted")
+
+    def failed(self, reason: str) -> None:
+        self.events.append(f"failed: {reason}")
+
+
+def test_a_failing_write_fails_alone_and_the_store_stays_on(tmp_path: Path):
+    store = Store(tmp_path / "s.db")
+    good, bad, later = Hooks(), Hooks(), Hooks()
+
+    def unencodable(conn: sqlite3.Connection) -> None:
+        db.upsert_session(conn, row("bad\udc80"))
+
+    async def main() -> list[db.SessionRow]:
+        # Queued together: one transaction, which fails; each is then tried on its own.
+        store.write(lambda conn: db.upsert_session(conn, row("a")), good)
+        store.write(unencodable, bad)
+        store.write(lambda conn: db.upsert_session(conn, row("b")), later)
+        return await store.read(lambda conn: db.list_sessions(conn, None, None, 10))
+
+    rows = anyio.run(main)
+    assert sorted(r.id for r in rows) == ["a", "b"]
+    assert store.failure is None
+    assert bad.events[-2] == "aborted" and bad.events[-1].startswith("failed: text that cannot")
+    assert good.events[-1] == later.events[-1] == "committed"
+
+
+def test_failures_name_their_cause(tmp_path: Path):
+    path = tmp_path / "s.db"
+    db.connect(path).close()
+    readonly = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    with pytest.raises(sqlite3.Error) as err:
+        readonly.execute("INSERT INTO sessions (id) VALUES ('x')")
+    assert describe(err.value, path).startswith("the store is read-only (")
+    too_big = OSError(27, "File too large")
+    assert describe(too_big, path) == "the file is too large ([Errno 27] File too large)"
+    assert describe(OSError(28, "No space left on device"), path).startswith("the disk is full")
+    # After SQLite rolled back by itself, a ROLLBACK would only say "no transaction is active".
+    assert "rollback" not in describe(sqlite3.OperationalError("disk I/O error"), path)
+
+
+def test_lone_surrogates_are_made_storable():
+    assert storable("plain é 😀") == "plain é 😀"
+    assert storable("caf\udce9.txt") == "caf\ufffd.txt"
+    assert storable("\ud83d\ude00 and \ud83d") == "😀 and \ufffd"  # halves joined if they pair
+
+
+def test_never_prompted_sessions_written_by_heron_are_pruned_after_a_while(tmp_path: Path):
+    conn = db.connect(tmp_path / "s.db")
+    conn.execute("BEGIN IMMEDIATE")
+    db.upsert_session(conn, row("old-empty", "2025-01-01T00:00:00.000000Z"), revision=1)
+    db.upsert_session(conn, row("old-prompted", "2025-01-01T00:00:00.000000Z"), revision=3)
+    db.put_history(conn, "old-prompted", 0, ['{"role": "user", "content": "hi"}'])
+    db.upsert_session(conn, row("new-empty", "2026-11-20T00:00:00.000000Z"), revision=1)
+    db.upsert_session(conn, row("seeded", "2025-01-01T00:00:00.000000Z"))  # not by Heron
+    assert db.prune_unprompted(conn, "2026-01-01T00:00:00.000000Z") == 1
+    conn.execute("COMMIT")
+    left = sorted(r.id for r in db.list_sessions(conn, None, None, 10))
+    assert left == ["new-empty", "old-prompted", "seeded"]
 
 
 def test_replay_folds_tool_calls_keeps_the_last_plan_and_fails_open_calls():
