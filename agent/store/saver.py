@@ -208,7 +208,9 @@ class Saver:
             and updates[0] == self.last_update_text
         )
         session_id = session.id
-        undo_turns, undo_changes, undo_dropped = session.undo.take_unsaved()
+        # (The journal is made on first use: a session without one has nothing to save.)
+        journal = session.__dict__.get("undo")
+        undo_turns, undo_changes, undo_dropped = journal.take_unsaved() if journal else ([], [], [])
         state = self.state
 
         def write(conn: Any) -> None:
