@@ -13,12 +13,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.acp.wire import INVALID_PARAMS, RpcError
+from agent.acp.wire import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 from agent.commands import announce_after_answer
 from agent.options.apply import opened
 from agent.store.replay import replay_updates
 from agent.store.saver import Saver, restore
-from agent.store.store import Store, data_dir
+from agent.store.store import LogFailure, Store, data_dir
 
 if TYPE_CHECKING:
     from agent.config import Settings
@@ -149,8 +149,11 @@ class SessionStore:
 
             db.delete_session(conn, session_id)
 
-        self.store.write(delete)
+        outcome = _Outcome()
+        self.store.write(delete, outcome)
         await self.store.flush()
+        if outcome.reason is not None:
+            raise RpcError(INTERNAL_ERROR, f"the session could not be deleted: {outcome.reason}")
         return {}
 
     # -- helpers -------------------------------------------------------------------------------
@@ -193,6 +196,16 @@ class SessionStore:
             return await self.store.read(job)
         except Exception as exc:  # a broken file must not break the connection
             raise RpcError(INVALID_PARAMS, f"the session store cannot be read: {exc}") from exc
+
+
+class _Outcome(LogFailure):
+    """A write's failure, for the answer."""
+
+    reason: str | None = None
+
+    def failed(self, reason: str) -> None:
+        super().failed(reason)
+        self.reason = reason
 
 
 def _prune_unprompted(conn: Any) -> None:
