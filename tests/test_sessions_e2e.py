@@ -126,7 +126,10 @@ def test_a_session_is_stored_from_session_new_on(heron, fake_llm, workspace):
     assert roles == ["system", "user", "assistant", "user"]
 
 
-def test_a_failed_restore_leaves_the_live_session_live(heron, fake_llm, workspace, heron_home):
+@pytest.mark.parametrize("damage", ["{broken", '"a string"'])
+def test_a_failed_restore_leaves_the_live_session_live(
+    heron, fake_llm, workspace, heron_home, damage
+):
     fake_llm.script(text("one"), text("two"), text("three"))
     client = heron()
     session_id = client.new_session(workspace)
@@ -140,7 +143,7 @@ def test_a_failed_restore_leaves_the_live_session_live(heron, fake_llm, workspac
         assert time.monotonic() < deadline
         time.sleep(0.02)
     with db:
-        db.execute("UPDATE history SET message = '{broken' WHERE session_id = ?", (session_id,))
+        db.execute("UPDATE history SET message = ? WHERE session_id = ?", (damage, session_id))
     db.close()
     for method in ("session/load", "session/resume"):
         with pytest.raises(RpcError) as err:

@@ -172,16 +172,11 @@ class SessionStore:
 
         # A restore that fails changes nothing: the session live here, if any, stays live
         # until the stored one is known to be readable.
-        stored = await self._read(query)
-        if stored is None:
-            why = f" ({self.store.failure})" if self.store.failure else ""
-            raise RpcError(INVALID_PARAMS, f"unknown session: {session_id}{why}")
+        stored = _readable(await self._read(query), session_id, self.store.failure)
         live = self.sessions.pop(session_id, None)
         if live is not None:
             await _end(live)  # its last steps are queued before the read below
-            stored = await self._read(query)
-            if stored is None:  # deleted by another process meanwhile
-                raise RpcError(INVALID_PARAMS, f"unknown session: {session_id}")
+            stored = _readable(await self._read(query), session_id, None)
         session = self.make_session(session_id, cwd, parsed.mcp_servers)
         session.additional_directories = [Path(d) for d in parsed.additional_directories]
         restore(session, stored, self.attach(session))
@@ -196,6 +191,20 @@ class SessionStore:
             return await self.store.read(job)
         except Exception as exc:  # a broken file must not break the connection
             raise RpcError(INVALID_PARAMS, f"the session store cannot be read: {exc}") from exc
+
+
+def _readable(stored: StoredSession | None, session_id: str, failure: str | None) -> StoredSession:
+    """The stored session, if there is one and its conversation has the shape a restore needs."""
+    if stored is None:
+        why = f" ({failure})" if failure else ""
+        raise RpcError(INVALID_PARAMS, f"unknown session: {session_id}{why}")
+    shapes = (("role", stored.history), ("sessionUpdate", stored.transcript))
+    for key, entries in shapes:
+        if not all(isinstance(entry, dict) and key in entry for entry in entries):
+            raise RpcError(
+                INVALID_PARAMS, f"the session store cannot be read: {session_id} is damaged"
+            )
+    return stored
 
 
 class _Outcome(LogFailure):
