@@ -13,7 +13,7 @@ import pytest
 from agent.store import db
 from agent.store.failures import describe
 from agent.store.replay import INTERRUPTED, replay_updates
-from agent.store.saver import answer_dangling_calls, make_title, storable
+from agent.store.saver import Saver, answer_dangling_calls, make_title, storable
 from agent.store.store import Store
 
 
@@ -228,3 +228,68 @@ def test_a_history_cut_mid_turn_gets_answers_for_its_open_calls():
     fixed = answer_dangling_calls(history)
     assert [m.get("tool_call_id") for m in fixed] == [None, None, "c1", "c2"]
     assert answer_dangling_calls(fixed) is fixed  # nothing left to answer
+
+
+class FakeSession:
+    """What a Saver reads of a session."""
+
+    def __init__(self, session_id: str) -> None:
+        self.id = session_id
+        self.cwd = Path("/w")
+        self.additional_directories: list[Path] = []
+        self.title: str | None = "t"
+        self.mode = "ask"
+        self.settings = type("S", (), {"model": "m"})()
+        self.choices = type("C", (), {"saved": staticmethod(dict)})()
+        self.history: list[dict[str, object]] = []
+        self.transcript: list[dict[str, object]] = []
+
+    def turn(self, words: str) -> None:
+        self.history += [{"role": "user", "content": words}, {"role": "assistant", "content": "ok"}]
+        self.transcript.append({"sessionUpdate": "user_message_chunk", "text": words})
+
+
+def test_two_savers_of_one_session_append_after_each_other_even_through_a_compaction(
+    tmp_path: Path,
+):
+    path = tmp_path / "s.db"
+    here, there = Store(path), Store(path)  # two processes' stores
+    a, b = FakeSession("s"), FakeSession("s")
+    saver_a, saver_b = Saver(here), Saver(there)
+
+    async def flush() -> None:
+        await here.flush()
+        await there.flush()
+
+    async def main() -> db.StoredSession | None:
+        a.turn("a1")
+        saver_a.checkpoint(a)
+        await flush()
+        stored = await there.read(lambda conn: db.load_session(conn, "s"))
+        b.history, b.transcript = list(stored.history), list(stored.transcript)
+        restore_saver(saver_b, stored)
+        b.turn("b1")
+        saver_b.checkpoint(b)
+        await flush()
+        a.turn("a2")
+        assert saver_a.checkpoint(a) is None  # the conflict is found by this write...
+        await flush()
+        a.history = [{"role": "user", "content": "summary"}, *a.history[-2:]]  # compaction
+        a.turn("a3")
+        notice = saver_a.checkpoint(a)  # ... and told at the next step
+        assert notice is not None and "another Heron process" in notice
+        await flush()
+        return await here.read(lambda conn: db.load_session(conn, "s"))
+
+    stored = anyio.run(main)
+    assert stored is not None
+    said = [m["content"] for m in stored.history if m["role"] == "user"]
+    # b's turn kept; a's turns after it; a's compaction replaced only a's own part
+    assert said == ["a1", "b1", "summary", "a2", "a3"]
+    assert [u["text"] for u in stored.transcript] == ["a1", "b1", "a2", "a3"]
+
+
+def restore_saver(saver: Saver, stored: db.StoredSession) -> None:
+    saver.restored(stored)
+    saver.first_saved_message = stored.history[0]
+    saver.last_saved_message = stored.history[-1]
