@@ -206,6 +206,23 @@ def test_exec_continues_a_session_an_editor_started(heron, heron_cli, fake_llm, 
     ]
 
 
+def test_continue_skips_an_editor_thread_that_was_never_prompted(
+    heron, heron_cli, fake_llm, workspace
+):
+    fake_llm.script(text("Noted: 42."), text("It was 42."))
+    editor = heron()
+    talked = editor.new_session(workspace)
+    assert editor.prompt(talked, "Remember the number 42.")["stopReason"] == "end_turn"
+    editor.new_session(workspace)  # a new thread, opened and left empty: newer, yet no talk
+    editor.close_stdin()
+    assert editor.wait_exit(10) == 0
+
+    again = heron_cli("exec", "--continue", "Which number?", cwd=workspace)
+    assert again.returncode == 0, again.stderr
+    assert f"continuing session {talked}" in again.stderr
+    assert conversation(fake_llm.requests[-1])[0] == ("user", "Remember the number 42.")
+
+
 def said(updates: list[dict[str, Any]]) -> str:
     return "".join(
         u["content"]["text"]

@@ -297,11 +297,18 @@ def load_session(conn: sqlite3.Connection, session_id: str) -> StoredSession | N
 
 
 def list_sessions(
-    conn: sqlite3.Connection, cwd: str | None, after: tuple[str, str] | None, limit: int
+    conn: sqlite3.Connection,
+    cwd: str | None,
+    after: tuple[str, str] | None,
+    limit: int,
+    prompted: bool = False,
 ) -> list[SessionRow]:
-    """Newest first; `after` is the (updated_at, id) of the last row of the previous page."""
+    """Newest first; `after` is the (updated_at, id) of the last row of the previous page;
+    `prompted` leaves out the sessions without a message yet."""
     where: list[str] = []
     args: list[Any] = []
+    if prompted:
+        where.append("EXISTS (SELECT 1 FROM history WHERE session_id = sessions.id)")
     if cwd is not None:
         where.append("cwd = ?")
         args.append(cwd)
