@@ -82,6 +82,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     # Terminal commands. `setup` may also come last: an editor's terminal auth appends it to
     # the command line Heron is configured with (`heron --model x setup`).
+    if argv and argv[0] == "sandbox":  # the command launcher of auto mode (agent.sandbox)
+        from agent.sandbox.landlock import main as sandbox
+
+        return sandbox(argv[1:])
     if argv and (argv[0] in ("exec", "sessions", "setup") or argv[-1] == "setup"):
         from agent.terminal import run_command
 
