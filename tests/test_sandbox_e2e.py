@@ -187,3 +187,21 @@ def test_without_the_sandbox_auto_asks_for_commands_and_says_so_once(
     ]
     assert sum("sandbox is not available" in s for s in said) == 1
     assert outside.exists()
+
+
+@landlock
+def test_auto_picked_with_set_mode_runs_commands_unasked_and_is_saved(heron, fake_llm, workspace):
+    client = heron("--mode", "ask")
+    session_id = client.new_session(workspace)
+    modes = [m["id"] for m in client.session_results[session_id]["modes"]["availableModes"]]
+    assert modes.index("ask") + 1 == modes.index("auto") == modes.index("accept-edits") - 1
+    client.request("session/set_mode", {"sessionId": session_id, "modeId": "auto"})
+    fake_llm.script(bash("touch picked.txt"), text("done"))
+    client.prompt(session_id, "go")
+    assert asked(client) == [] and Path(workspace, "picked.txt").exists()
+    client.close_stdin()
+    assert client.wait_exit(10) == 0
+
+    again = heron()
+    params = {"sessionId": session_id, "cwd": workspace, "mcpServers": []}
+    assert again.request("session/load", params)["modes"]["currentModeId"] == "auto"
