@@ -27,6 +27,14 @@ landlock = pytest.mark.skipif(abi_version() < 1, reason="no Landlock in this ker
 network = pytest.mark.skipif(abi_version() < 4, reason="Landlock without TCP rules (ABI < 4)")
 
 
+@pytest.fixture(autouse=True)
+def temporary_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Heron makes each session's private TMPDIR in its own TMPDIR: here, not in /tmp, so an
+    agent killed at teardown leaves nothing behind."""
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+
+
 def bash(command: str, call_id: str = "b", **extra: Any) -> Any:
     return tool_calls(Call("bash", {"command": command, **extra}, id=call_id))
 
@@ -66,15 +74,20 @@ def test_a_write_outside_the_workspace_fails_and_the_model_is_told_how_to_ask(
 
 
 @landlock
-def test_tmpdir_is_private_writable_and_removed_with_the_session(heron, fake_llm, workspace):
+@pytest.mark.parametrize("end", ["session/close", "exit"])
+def test_tmpdir_is_private_writable_and_removed_with_the_session(heron, fake_llm, workspace, end):
     command = 'echo t > "$TMPDIR/f" && cat "$TMPDIR/f" && echo "dir=$TMPDIR"'
     client, _ = auto_turn(heron, fake_llm, workspace, bash(command))
     result = tool_result(fake_llm.requests[1], "b")
     assert "\nt\n" in result
     tmpdir = Path(result.split("dir=")[1].split()[0])
     assert tmpdir != Path("/tmp") and tmpdir.is_dir()
-    (session_id,) = client.session_results
-    client.request("session/close", {"sessionId": session_id})
+    if end == "exit":
+        client.close_stdin()
+        assert client.wait_exit(10) == 0
+    else:
+        (session_id,) = client.session_results
+        client.request("session/close", {"sessionId": session_id})
     assert not tmpdir.exists()
 
 

@@ -55,8 +55,9 @@ _leftovers: set[str] = set()  # temporary directories of sessions still open
 
 
 @atexit.register
-def _remove_leftovers() -> None:
-    """Heron exits with sessions open: their temporary directories go too."""
+def remove_leftovers() -> None:
+    """Heron exits with sessions open: their temporary directories go too (`os._exit` skips
+    atexit: agent.processes.shutdown calls this)."""
     for path in list(_leftovers):
         shutil.rmtree(path, ignore_errors=True)
 
