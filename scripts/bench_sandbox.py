@@ -4,7 +4,8 @@
 
 Starts the command as `bash` starts it (`bash -c CMD`, Heron's environment), unsandboxed and
 through the sandbox launcher with a session's real rules (agent.sandbox.Sandbox), alternating
-so both see the same load, and prints the median wall time of each round and the difference.
+so both see the same load, and prints the median wall time of each round and the difference,
+and the CPU time (user + system) each round cost, which a loaded machine moves less.
 The launcher is Python (`-I -S`, stdlib only): its start is most of the difference.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -26,10 +28,15 @@ from agent.sandbox import Sandbox, available
 from agent.sandbox.landlock import abi_version
 
 
-def round_ms(argv: list[str], env: dict[str, str], cwd: str) -> float:
+def round_ms(argv: list[str], env: dict[str, str], cwd: str) -> tuple[float, float]:
+    """(wall ms, CPU ms of the command and everything it ran)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, check=True)
-    return (time.perf_counter() - start) * 1000
+    wall = (time.perf_counter() - start) * 1000
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1000
+    return wall, cpu
 
 
 def main() -> None:
@@ -49,19 +56,22 @@ def main() -> None:
         for _ in range(3):  # warm the page cache for both
             round_ms(shell, plain_env, workspace)
             round_ms(boxed, boxed_env, workspace)
-        plain: list[float] = []
-        confined: list[float] = []
+        plain: list[tuple[float, float]] = []
+        confined: list[tuple[float, float]] = []
         for _ in range(args.runs):
             plain.append(round_ms(shell, plain_env, workspace))
             confined.append(round_ms(boxed, boxed_env, workspace))
     finally:
         sandbox.close()
         shutil.rmtree(workspace, ignore_errors=True)
-    a, b = statistics.median(plain), statistics.median(confined)
     print(f"Landlock ABI {abi_version()}, {args.runs} rounds of `bash -c {args.command!r}`")
-    print(f"unsandboxed: median {a:.1f} ms")
-    print(f"sandboxed:   median {b:.1f} ms")
-    print(f"added:       {b - a:.1f} ms per command (goal: < 5 ms)")
+    for what, index in (("wall", 0), ("CPU", 1)):
+        a = statistics.median(r[index] for r in plain)
+        b = statistics.median(r[index] for r in confined)
+        print(
+            f"{what:>4}: unsandboxed median {a:.1f} ms, sandboxed {b:.1f} ms, "
+            f"added {b - a:.1f} ms per command (goal: < 5 ms)"
+        )
 
 
 if __name__ == "__main__":

@@ -99,3 +99,13 @@ def test_auto_without_a_sandbox_asks_for_commands(
 ) -> None:
     monkeypatch.setenv("HERON_SANDBOX", "off")
     assert _decide(Bash(), {"command": "ls"}, tmp_path) is Decision.ASK
+
+
+def test_the_session_is_told_once_when_the_network_is_not_confined(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(landlock, "_abi", 3)  # files confined, TCP not (ABI < 4)
+    sandbox = Sandbox(roots=lambda: [], active=lambda: True)
+    notice = sandbox.notice()
+    assert notice is not None and "network" in notice
+    assert sandbox.notice() is None
