@@ -137,6 +137,9 @@ def _allow(ruleset: int, path: str, access: int) -> None:
             access &= FILE_ONLY
         rule = PathBeneathAttr(allowed_access=access, parent_fd=fd)
         _syscall(SYS_ADD_RULE, ruleset, RULE_PATH_BENEATH, ctypes.byref(rule), 0)
+    except LandlockError as exc:
+        # A rule the kernel will not take only leaves that path out: stricter, never looser.
+        print(f"heron sandbox: {path} stays closed: {exc.strerror}", file=sys.stderr)
     finally:
         os.close(fd)
 
