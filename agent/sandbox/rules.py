@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agent.sandbox.landlock import abi_version
+from agent.sandbox.watch import Fingerprint, changed_note, fingerprint
 
 LAUNCHER = str(Path(__file__).with_name("landlock.py").resolve())
 
@@ -115,6 +116,14 @@ class Sandbox:
                 reads.append(folder)
         reads += [str(home / name) for name in HOME_READS]
         return reads
+
+    def watch(self) -> Fingerprint:
+        """The state of `.git/` config and hooks and `.heron/`, before a command."""
+        return fingerprint(self._roots())
+
+    def changed(self, before: Fingerprint) -> str:
+        """What the command changed there, for the model and the user ("" if nothing)."""
+        return changed_note(before, fingerprint(self._roots()))
 
     def notice(self) -> str | None:
         """Once per session: why auto mode asks for commands, or that the network is open."""

@@ -123,12 +123,16 @@ class Bash(Tool[BashArgs]):
             raise ToolError(f"working directory does not exist: {cwd}")
         run = _run_in_client_terminal if ctx.client_terminal else _run_locally
         sandbox = ctx.sandbox if args.sandbox and ctx.sandbox and ctx.sandbox.confining() else None
+        watched = sandbox.watch() if sandbox else {}
         # aclosing: if our consumer stops early, the runner's cleanup still runs right away.
         async with aclosing(run(args, ctx, cwd, sandbox)) as events:
             async for event in events:
                 if sandbox and isinstance(event, ToolResult):
                     code = event.raw_output.get("exitCode") if event.raw_output else None
                     event.output += blocked_hint(event.output, code)
+                    if warning := sandbox.changed(watched):  # what Landlock cannot guard
+                        event.output += warning
+                        event.content = [*(event.content or []), ContentItem.of(warning)]
                 yield event
 
 
