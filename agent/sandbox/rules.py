@@ -23,15 +23,19 @@ LAUNCHER = str(Path(__file__).with_name("landlock.py").resolve())
 
 SYSTEM_READS = (
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
-    "/proc", "/sys", "/dev", "/nix", "/snap", "/run/current-system",
+    "/proc", "/sys", "/nix", "/snap", "/run/current-system",
 )  # fmt: skip
+# Not all of /dev: a raw disk is readable where the user may read it (root: everywhere).
 # Under $HOME: what builds need, never credentials (~/.cargo/credentials.toml stays out).
 HOME_READS = (
     ".cargo/bin", ".cargo/registry", ".cargo/git", ".rustup", ".npm", ".cache/pip",
     "go/pkg", ".pyenv", ".nvm", ".gitconfig", ".config/git/config", ".config/git/ignore",
     ".config/git/attributes",
 )  # fmt: skip
-DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/random", "/dev/urandom")
+DEVICES = (
+    "/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/random", "/dev/urandom", "/dev/ptmx",
+    "/dev/pts",
+)  # fmt: skip
 
 BLOCKED_HINT = (
     "\n\n[Heron] This command ran in the auto-mode sandbox: it may write only inside the "
