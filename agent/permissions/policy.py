@@ -3,6 +3,8 @@
 Modes, from strictest:
 - read-only: anything that changes the world or reaches the network is refused unasked.
 - ask: every edit, delete, move, command and fetch asks.
+- auto: as accept-edits, and commands that run in the sandbox (agent.sandbox) run unasked;
+  without a sandbox on this system, or asked to run outside it, they ask.
 - accept-edits: edits inside the workspace run unasked; commands and fetches ask.
 - full-access: nothing asks.
 Whatever the mode (but full-access), a call touching a path outside the session's workspace
@@ -25,6 +27,7 @@ from typing import Any
 
 from agent.acp.protocol import PermissionOption
 from agent.permissions.commands import describe_key as describe_command_key
+from agent.sandbox import available as sandbox_available
 from agent.tools.base import Safety, Tool, ToolContext
 
 # Folders whose files change what runs (git hooks and config, Heron's own settings): a write
@@ -109,7 +112,9 @@ def decide(
         return Verdict(Decision.ASK, keys=keys)
     if safety is Safety.READ_ONLY:
         return Verdict(Decision.ALLOW, keys=keys)
-    if mode == "accept-edits" and safety is Safety.MUTATING:
+    if mode in ("auto", "accept-edits") and safety is Safety.MUTATING:
+        return Verdict(Decision.ALLOW, keys=keys)
+    if mode == "auto" and tool.sandboxed(args) and sandbox_available():
         return Verdict(Decision.ALLOW, keys=keys)
     return Verdict(Decision.ASK, keys=keys)
 

@@ -27,6 +27,7 @@ from agent.acp.protocol import ContentItem, PlanEntry, ToolCallContent, ToolCall
 from agent.tools.seen import SeenFiles
 
 if TYPE_CHECKING:
+    from agent.sandbox import Sandbox
     from agent.tools.files_backend import Files
 
 
@@ -123,6 +124,7 @@ class ToolContext:
     settings: Any = None  # agent.config.Settings (limits, timeouts)
     seen: SeenFiles = field(default_factory=SeenFiles)  # what the model saw of each file
     changes: FileChanges = field(default_factory=FileChanges)  # prior states, for /undo
+    sandbox: Sandbox | None = None  # where commands run confined (auto mode)
 
     def resolve(self, path: str) -> Path:
         """An absolute, normalised path; relative paths are taken from the session cwd."""
@@ -182,6 +184,10 @@ class Tool(ABC, Generic[ArgsT]):
         """What an "always" answer remembers. All keys must be remembered to skip asking;
         no keys: the call can never be remembered, it asks every time."""
         return [self.name]
+
+    def sandboxed(self, args: ArgsT) -> bool:
+        """The call runs confined in auto mode (agent.sandbox), so it need not ask there."""
+        return False
 
     def refusal(self, args: ArgsT) -> str | None:
         """Why the call cannot run at all, known before asking permission (None: it can)."""
