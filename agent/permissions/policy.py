@@ -25,6 +25,7 @@ from typing import Any
 
 from agent.acp.protocol import PermissionOption
 from agent.permissions.commands import describe_key as describe_command_key
+from agent.permissions.workspace import inside, under
 from agent.tools.base import Safety, Tool, ToolContext
 
 # Folders whose files change what runs (git hooks and config, Heron's own settings): a write
@@ -80,10 +81,10 @@ def decide(
         return Verdict(Decision.REFUSE, refusal)
     if mode == "full-access":
         return Verdict(Decision.ALLOW)
-    keys = tool.permission_keys(args)
+    keys = tool.workspace_keys(args, ctx, roots)
     safety = tool.safety(args)
     paths = tool.paths(args, ctx)
-    outside = [path for path in paths if not _inside(path, roots)]
+    outside = [path for path in paths if not inside(path, roots)]
     if safety is not Safety.READ_ONLY:
         outside += [p for p in paths if p not in outside and _protected(p, roots)]
     if outside:
@@ -114,18 +115,6 @@ def decide(
     return Verdict(Decision.ASK, keys=keys)
 
 
-def _inside(path: Path, roots: list[Path]) -> bool:
-    """Inside a root both as written and with symlinks followed (a link may lead out)."""
-    real = Path(os.path.realpath(path))
-    return any(_under(path, root) for root in roots) and any(
-        _under(real, Path(os.path.realpath(root))) for root in roots
-    )
-
-
-def _under(path: Path, root: Path) -> bool:
-    return path == root or root in path.parents
-
-
 def _protected(path: Path, roots: list[Path]) -> bool:
     """Under `.git/` or `.heron/` of the workspace, as written or with symlinks followed.
 
@@ -133,7 +122,7 @@ def _protected(path: Path, roots: list[Path]) -> bool:
     for candidate in (path, Path(os.path.realpath(path))):
         for root in roots:
             for base in (root, Path(os.path.realpath(root))):
-                if _under(candidate, base):
+                if under(candidate, base):
                     parts = candidate.relative_to(base).parts
                     if any(part.lower() in PROTECTED_DIRS for part in parts):
                         return True
