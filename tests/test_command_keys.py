@@ -261,6 +261,13 @@ def test_labels_say_what_is_remembered() -> None:
         "pip install --target t x",
         "pip install --prefix p x",
         "pip install -t t x",
+        # reading files not named on the command line
+        "grep -R KEY .",
+        "grep -rR KEY .",
+        "grep --dereference-recursive KEY .",
+        "sort --files0-from=list",
+        "diff -r a b",  # follows links inside the folders it compares: always exact
+        "diff a b",
     ],
 )
 def test_discarding_configuring_or_unknown_options_are_exact(command: str) -> None:
@@ -348,8 +355,8 @@ def ws(tmp_path):
         "grep -r KEY ../outside",
         "grep -f../outside/patterns README.md",
         "grep --file=/etc/shadow README.md",
-        "diff --to-file=/etc/shadow README.md",
-        "diff --from-file ../outside/x README.md",
+        "sort --random-source=/etc/shadow README.md",
+        "grep --exclude-from ../outside/x -r a .",
         "git diff --no-index /etc/shadow /dev/null",
         "git log -- ../outside",
         "head -n 5 link/x",

@@ -197,6 +197,7 @@ def secret(tmp_path: Path) -> Path:
         ("cat README.md", "cat link/id_rsa"),
         ("grep -r hello .", "grep -r SECRET {outside}"),
         ("grep -r hello .", "grep -f{secret} README.md"),
+        ("grep -r hello .", "grep -R SECRET ."),  # follows `link` out of the workspace
         ("diff README.md README.md", "diff --to-file={secret} README.md"),
         ("head README.md", "head -n 5 {secret}"),
         ("git diff --no-index README.md README.md", "git diff --no-index {secret} README.md"),

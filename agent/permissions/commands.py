@@ -376,14 +376,15 @@ _READ_ONLY: dict[str, tuple[str, tuple[str, ...]]] = {
     "head": ("", ()),
     "tail": ("", ()),
     "wc": ("", ()),
-    "grep": ("", ()),
+    # -R follows every symlink while recursing: a link inside may lead out of the workspace.
+    "grep": ("R", ("--dereference-recursive",)),
     "pwd": ("", ()),
     "echo": ("", ()),
     "stat": ("", ()),
     "du": ("", ()),
-    "diff": ("", ()),
     "which": ("", ()),
-    "sort": ("o", ("--output", "--compress-program")),
+    # --files0-from reads the names of the files to sort from a file: they are not checked.
+    "sort": ("o", ("--output", "--compress-program", "--files0-from")),
     # find's actions take one dash: matched as whole-word prefixes by _find_is_read_only.
     "find": ("", ()),
 }
