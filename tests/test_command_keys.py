@@ -268,6 +268,10 @@ def test_labels_say_what_is_remembered() -> None:
         "sort --files0-from=list",
         "diff -r a b",  # follows links inside the folders it compares: always exact
         "diff a b",
+        # git and cargo run aliases: a subcommand Heron does not know may be anything
+        "git co .",
+        "git chekcout .",  # help.autocorrect may run `git checkout .`
+        "cargo t",
     ],
 )
 def test_discarding_configuring_or_unknown_options_are_exact(command: str) -> None:

@@ -365,6 +365,18 @@ _RULES: dict[tuple[str, str], _Rule] = {
 }
 _RULES[("pip3", "install")] = _RULES[("pip", "install")]
 _BARE = _rule()  # a subcommand without a rule: positional arguments only
+# git and cargo run aliases and `git-x`/`cargo-x` programs under any other name (`git co .` may
+# be `git checkout .`; with help.autocorrect, `git chekcout .` is): for them only the
+# subcommands named here or in _RULES get a key; any other name is exact.
+_KNOWN_ONLY = {
+    "git": {
+        "init", "clone", "cherry-pick", "revert", "rebase", "am", "apply", "describe",
+        "show-ref", "ls-remote", "ls-tree", "cat-file", "rev-list", "merge-base",
+        "count-objects", "fsck", "version", "whatchanged", "range-diff", "cherry", "name-rev",
+        "for-each-ref", "check-ignore", "check-attr", "format-patch", "archive", "worktree",
+    },
+    "cargo": {"clean", "new", "init", "search", "version", "verify-project", "package", "vendor"},
+}  # fmt: skip
 # Programs whose options are whole words with one dash (`-run`, `-coverprofile=x`): no clusters.
 _GO_STYLE = frozenset(("go",))
 
@@ -593,7 +605,12 @@ def _subcommand_key(program: str, args: list[str]) -> str:
         if rule is None:
             return _exact(words)  # `git stash drop`, `npm config set`, `uv pip uninstall`
     else:
-        rule = _RULES.get((program, subcommand), _BARE)
+        rule = _RULES.get((program, subcommand))
+        if rule is None:
+            known = _KNOWN_ONLY.get(program)
+            if known is not None and subcommand not in known:
+                return _exact(words)  # perhaps an alias: `git co .`
+            rule = _BARE
     named = _check_arguments(rule, rest, go_style=program in _GO_STYLE)
     if named is None:
         return _exact(words)
