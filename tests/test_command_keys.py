@@ -408,3 +408,11 @@ def test_a_cd_whose_target_is_unknown_makes_the_command_unrememberable(ws) -> No
 def test_a_huge_option_word_is_not_checked_letter_by_letter(ws) -> None:
     command = "cat -" + "a" * 10_000
     assert command_keys(command, ws, [ws])[0].startswith("bash-exact:")
+
+
+def test_many_cds_do_not_multiply_the_places_checked(ws) -> None:
+    command = "; ".join(f"cd d{i}" for i in range(40)) + "; cat x"
+    assert command_keys(command, ws, [ws]) == []
+    assert command_keys("cd sub; cd inner; cat x", ws, [ws])[-1] == "bash:cat"
+    # if `cd sub` fails, `cd ..` leaves the workspace: every place counts
+    assert command_keys("cd sub; cd ..; cat x", ws, [ws])[-1] == "bash-exact:cat x"

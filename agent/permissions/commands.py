@@ -68,6 +68,7 @@ _RUNS_ITS_ARGUMENTS = frozenset((
 ))
 # fmt: on
 _CHANGES_DIRECTORY = frozenset(("cd", "pushd", "popd"))
+_MOST_DIRECTORIES = 16  # where the `cd`s of one command may lead: beyond, it always asks
 
 # Tools with subcommands: "always" covers the subcommand with its known-safe options...
 _SUBCOMMAND_TOOLS = frozenset(
@@ -420,7 +421,9 @@ def command_keys(command: str, cwd: Path | None = None, roots: Sequence[Path] = 
             target = _cd_target(words)
             if target is None:
                 return []  # `cd`, `cd -`, `popd`: where later commands run is unknown
-            cwds += [base / target for base in cwds]
+            cwds = list(dict.fromkeys([*cwds, *(_join(base, target) for base in cwds)]))
+            if len(cwds) > _MOST_DIRECTORIES:
+                return []  # `cd a; cd b; cd c …` doubles the places each time: not followed
         key = _segment_key(words)
         if key is None or (cwds and _leaves_workspace(inputs, cwds, roots)):
             return []  # `cat < link` where link leads out: like `cat < ../x`, never remembered
@@ -684,6 +687,10 @@ def _cd_target(words: list[str]) -> str | None:
     return words[1]
 
 
+def _join(base: Path, path: str) -> Path:
+    return Path(os.path.normpath(os.path.join(base, path)))
+
+
 def _leaves_workspace(args: list[str], cwds: list[Path], roots: Sequence[Path]) -> bool:
     """Whether an argument, or an option's value, leads outside the workspace from a cwd."""
     for arg in args:
@@ -691,8 +698,7 @@ def _leaves_workspace(args: list[str], cwds: list[Path], roots: Sequence[Path]) 
             return True
         for candidate in _path_candidates(arg):
             for cwd in cwds:
-                path = Path(os.path.normpath(os.path.join(cwd, candidate)))
-                if not inside(path, roots):
+                if not inside(_join(cwd, candidate), roots):
                     return True
     return False
 
