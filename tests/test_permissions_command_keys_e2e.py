@@ -30,23 +30,26 @@ def git(workspace: str, *args: str) -> str:
     return done.stdout
 
 
-def always_then_asked(heron, fake_llm, workspace, first: str, second: str, label: str = "") -> dict:
-    """ "Always allow" `first`, then the model runs `second`: it must ask (and is rejected).
-    "Always" for `second` would remember `label`; by default, exactly that command."""
+def always_then_asked(heron, fake_llm, workspace, first: str, *seconds: str, label: str = ""):
+    """ "Always allow" `first`, then the model runs each of `seconds`: each must ask (and is
+    rejected). "Always" for one would remember `label`; by default, exactly that command."""
+    ids = [f"b{i}" for i in range(2, len(seconds) + 2)]
     client, turn = run(
         heron,
         fake_llm,
         workspace,
         bash(first, "b1"),
-        bash(second, "b2"),
-        permission=answers("allow_always", "reject_once"),
+        *(bash(second, call_id) for second, call_id in zip(seconds, ids, strict=True)),
+        permission=answers("allow_always", *["reject_once"] * len(seconds)),
     )
-    assert asked_ids(client) == ["b1", "b2"], f"{second!r} ran unasked after {first!r}"
-    assert statuses(turn["updates"], "b2") == ["pending", "failed"]
-    # what "always" would remember now is exactly that command, and the label says so
-    names = [o["name"] for o in asked(client)[1]["options"]]
-    assert names[1] == f"Always allow {label or f'exactly `{second}`'}", names
-    return turn
+    ran = [s for s, i in zip(seconds, ids, strict=True) if i not in asked_ids(client)]
+    assert not ran, f"{ran} ran unasked after always allowing {first!r}"
+    for second, question in zip(seconds, asked(client)[1:], strict=True):
+        call_id = question["toolCall"]["toolCallId"]
+        assert statuses(turn["updates"], call_id) == ["pending", "failed"]
+        # what "always" would remember is exactly that command, and the label says so
+        names = [o["name"] for o in question["options"]]
+        assert names[1] == f"Always allow {label or f'exactly `{second}`'}", names
 
 
 # --------------------------------------------------------- 1. "always" never covers discarding
@@ -83,33 +86,37 @@ def work_in(repo: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize(
-    ("first", "second"),
+    ("first", "seconds"),
     [
-        ("git checkout -b feature", "git checkout -- a.txt"),
-        ("git checkout -b feature", "git checkout ."),
-        ("git restore --staged a.txt", "git restore a.txt"),
-        ("git reset", "git reset --hard"),
-        ("git clean -n", "git clean -fd"),
-        ("git stash list", "git stash drop"),
-        ("git stash list", "git stash clear"),
-        ("git branch -a", "git branch -D topic"),
-        ("git push -u origin main", "git push --force origin main"),
-        ("git push -u origin main", "git push --force-with-lease origin main"),
-        ("git push -u origin main", "git push origin +main"),
+        ("git checkout -b feature", ["git checkout -- a.txt", "git checkout ."]),
+        ("git restore --staged a.txt", ["git restore a.txt"]),
+        ("git reset", ["git reset --hard"]),
+        ("git clean -n", ["git clean -fd"]),
+        ("git stash list", ["git stash drop", "git stash clear"]),
+        ("git branch -a", ["git branch -D topic"]),
+        (
+            "git push -u origin main",
+            [
+                "git push --force origin main",
+                "git push --force-with-lease origin main",
+                "git push origin +main",
+            ],
+        ),
     ],
 )
-def test_always_never_covers_discarding_work(heron, fake_llm, repo, first, second):
+def test_always_never_covers_discarding_work(heron, fake_llm, repo, first, seconds):
     before = work_in(repo)
-    always_then_asked(heron, fake_llm, repo, first, second)
-    assert work_in(repo) == before, f"{second!r} lost work"
+    always_then_asked(heron, fake_llm, repo, first, *seconds)
+    assert work_in(repo) == before, f"{seconds} lost work"
 
 
 # ------------------------------------------- 2. configuration that runs programs is never covered
 
 
-@pytest.mark.parametrize(
-    "second",
-    [
+def test_always_git_config_read_does_not_cover_a_write(heron, fake_llm, workspace, heron_home):
+    git(workspace, "init", "-q")
+    config = Path(workspace, ".git", "config").read_text()
+    writes = [
         "git config core.fsmonitor 'touch pwned'",
         "git config core.pager 'touch pwned'",
         "git config alias.st '!touch pwned'",
@@ -117,14 +124,8 @@ def test_always_never_covers_discarding_work(heron, fake_llm, repo, first, secon
         "git config --global core.sshCommand 'touch pwned'",
         "git config --unset user.name",
         "git config set core.hooksPath hooks",
-    ],
-)
-def test_always_git_config_read_does_not_cover_a_write(
-    heron, fake_llm, workspace, heron_home, second
-):
-    git(workspace, "init", "-q")
-    config = Path(workspace, ".git", "config").read_text()
-    always_then_asked(heron, fake_llm, workspace, "git config --get user.name", second)
+    ]
+    always_then_asked(heron, fake_llm, workspace, "git config --get user.name", *writes)
     assert Path(workspace, ".git", "config").read_text() == config
     assert not Path(heron_home, ".gitconfig").exists()
 
@@ -147,34 +148,48 @@ def test_always_reading_configuration_does_not_cover_writing_it(
 
 
 @pytest.mark.parametrize(
-    ("first", "second"),
+    ("first", "seconds"),
     [
-        ("go test ./...", "go test -exec ./evil ./..."),
-        ("go test ./...", "go test -toolexec ./evil ./..."),
-        ("go test ./...", "go test -coverprofile=c.out ./..."),
-        ("go test ./...", "go test -o bin ./..."),
-        ("go build ./...", "go build -o bin ./..."),
-        ("cargo build", "cargo build --target-dir t"),
-        ("cargo build", "cargo build --manifest-path x/Cargo.toml"),
-        ("cargo build", "cargo build --config build.rustc-wrapper=./evil"),
-        ("npm test", "npm test -C sub"),
-        ("npm test", "npm test --prefix sub"),
-        ("git format-patch HEAD", "git format-patch --output-directory out HEAD"),
-        ("git format-patch HEAD", "git format-patch --output-d=out HEAD"),
-        ("git diff", "git diff --output-d=out"),
+        (
+            "go test ./...",
+            [
+                "go test -exec ./evil ./...",
+                "go test -toolexec ./evil ./...",
+                "go test -coverprofile=c.out ./...",
+                "go test -o bin ./...",
+            ],
+        ),
+        ("go build ./...", ["go build -o bin ./..."]),
+        (
+            "cargo build",
+            [
+                "cargo build --target-dir t",
+                "cargo build --manifest-path x/Cargo.toml",
+                "cargo build --config build.rustc-wrapper=./evil",
+            ],
+        ),
+        ("npm test", ["npm test -C sub", "npm test --prefix sub"]),
+        (
+            "git format-patch HEAD",
+            [
+                "git format-patch --output-directory out HEAD",
+                "git format-patch --output-d=out HEAD",
+            ],
+        ),
+        ("git diff", ["git diff --output-d=out"]),
     ],
 )
 def test_always_does_not_cover_options_that_run_programs_or_write_files(
-    heron, fake_llm, workspace, first, second
+    heron, fake_llm, workspace, first, seconds
 ):
-    always_then_asked(heron, fake_llm, workspace, first, second)
+    always_then_asked(heron, fake_llm, workspace, first, *seconds)
     for written in ("c.out", "bin", "t", "out"):
         assert not Path(workspace, written).exists()
 
 
 def test_always_uv_pip_list_does_not_cover_uv_pip_install(heron, fake_llm, workspace):
     label = "`uv pip install` (safe options, paths in the workspace)"
-    always_then_asked(heron, fake_llm, workspace, "uv pip list", "uv pip install evil", label)
+    always_then_asked(heron, fake_llm, workspace, "uv pip list", "uv pip install evil", label=label)
 
 
 # --------------------------------------------------------- 2. reads outside the workspace ask
@@ -190,25 +205,28 @@ def secret(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize(
-    ("first", "second"),
+    ("first", "seconds"),
     [
-        ("cat README.md", "cat {secret}"),
-        ("cat README.md", "cat ../outside/id_rsa"),
-        ("cat README.md", "cat link/id_rsa"),
-        ("grep -r hello .", "grep -r SECRET {outside}"),
-        ("grep -r hello .", "grep -f{secret} README.md"),
-        ("grep -r hello .", "grep -R SECRET ."),  # follows `link` out of the workspace
-        ("diff README.md README.md", "diff --to-file={secret} README.md"),
-        ("head README.md", "head -n 5 {secret}"),
-        ("git diff --no-index README.md README.md", "git diff --no-index {secret} README.md"),
+        ("cat README.md", ["cat {secret}", "cat ../outside/id_rsa", "cat link/id_rsa"]),
+        (
+            "grep -r hello .",
+            [
+                "grep -r SECRET {outside}",
+                "grep -f{secret} README.md",
+                "grep -R SECRET .",  # follows `link` out of the workspace
+            ],
+        ),
+        ("diff README.md README.md", ["diff --to-file={secret} README.md"]),
+        ("head README.md", ["head -n 5 {secret}"]),
+        ("git diff --no-index README.md README.md", ["git diff --no-index {secret} README.md"]),
     ],
 )
 def test_a_remembered_program_asks_to_read_outside_the_workspace(
-    heron, fake_llm, workspace, secret, first, second
+    heron, fake_llm, workspace, secret, first, seconds
 ):
     Path(workspace, "README.md").write_text("hello\n")
     os.symlink(secret.parent, Path(workspace, "link"))
-    second = second.format(secret=secret, outside=secret.parent)
-    always_then_asked(heron, fake_llm, workspace, first, second)
+    seconds = [second.format(secret=secret, outside=secret.parent) for second in seconds]
+    always_then_asked(heron, fake_llm, workspace, first, *seconds)
     # the secret never reached the model
     assert "SECRET-KEY-MATERIAL" not in json.dumps([r.body for r in fake_llm.requests])
