@@ -381,8 +381,9 @@ _KNOWN_ONLY = {
 # Programs whose options are whole words with one dash (`-run`, `-coverprofile=x`): no clusters.
 _GO_STYLE = frozenset(("go",))
 
-# Read-only programs: "always" covers any arguments, unless one of these options is present:
-# (single letters forbidden in a `-abc` cluster, long options forbidden as a prefix).
+# Read-only programs: "always" covers any arguments (inside the workspace), unless one of these
+# options is present (single letters forbidden in a `-abc` cluster, long options forbidden as a
+# prefix).
 _READ_ONLY: dict[str, tuple[str, tuple[str, ...]]] = {
     "ls": ("", ()),
     "cat": ("", ()),

@@ -158,8 +158,9 @@ def options_for(keys: list[str]) -> list[PermissionOption]:
 
 
 def _label(key: str) -> str:
-    """What a key covers, in words: `` `git status` (any arguments)``, ``exactly `ls -l` ``,
-    ``fetches from `https://h:443` ``, `` `edit_file` on exactly `/w/.git/config` ``."""
+    """What a key covers, in words: `` `git status` (safe options, paths in the workspace)``,
+    ``exactly `ls -l` ``, ``fetches from `https://h:443` ``, `` `edit_file` on exactly
+    `/w/.git/config` ``."""
     key, limited, path = key.partition(PATH_SEP)
     family, sep, detail = key.partition(":")
     if not sep:
