@@ -106,6 +106,11 @@ class Bash(Tool[BashArgs]):
     def sandboxed(self, args: BashArgs) -> bool:
         return args.sandbox
 
+    def workspace_keys(self, args: BashArgs, ctx: ToolContext, roots: list[Path]) -> list[str]:
+        # A remembered program reading outside the workspace (`cat /x/id_rsa`) asks again.
+        cwd = ctx.resolve(args.cwd) if args.cwd else ctx.cwd
+        return command_keys(args.command, cwd, roots)
+
     async def describe(self, args: BashArgs, ctx: ToolContext) -> Preview:
         shown = _one_line(args.command, 80)
         # The user approves what they see: a command the title shortens or flattens is shown
