@@ -84,11 +84,11 @@ class Server:
         if parsed.client_info:
             log.info("client: %s %s", parsed.client_info.name, parsed.client_info.version)
 
-    async def initialize(self, **params: Any) -> dict[str, Any]:
+    async def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
         self.remember_client(params)
         return initialize_result(self.terminal_auth)
 
-    async def authenticate(self, **params: Any) -> dict[str, Any]:
+    async def authenticate(self, params: dict[str, Any]) -> dict[str, Any]:
         """The editor's terminal login (`heron setup`) finished: take its settings now."""
         if params.get("methodId") != SETUP_METHOD_ID:
             raise RpcError(INVALID_PARAMS, f"unknown auth method: {params.get('methodId')!r}")
@@ -149,7 +149,7 @@ class Server:
         if not self.initialized:
             raise RpcError(INVALID_REQUEST, "Invalid Request: call initialize first")
 
-    async def new_session(self, **params: Any) -> dict[str, Any]:
+    async def new_session(self, params: dict[str, Any]) -> dict[str, Any]:
         self._require_initialized()
         parsed = read_new_session(params)
         if self.terminal_auth and not self.settings.llm_configured:
@@ -182,7 +182,7 @@ class Server:
         self.sessions[session_id] = session
         return session
 
-    async def prompt(self, **params: Any) -> dict[str, Any]:
+    async def prompt(self, params: dict[str, Any]) -> dict[str, Any]:
         self._require_initialized()
         session_id = certain_session_id(params, "prompt")
         if session_id is not None:
@@ -210,7 +210,7 @@ class Server:
         stop_reason = await session.run_turn(turn)
         return {"stopReason": stop_reason}
 
-    async def cancel(self, **params: Any) -> None:
+    async def cancel(self, params: dict[str, Any]) -> None:
         session_id = certain_session_id(params)
         if session_id is None:
             from agent.acp.protocol import SessionIdParams

@@ -76,18 +76,18 @@ class SessionStore:
 
     # -- methods -------------------------------------------------------------------------------
 
-    async def load(self, **params: Any) -> dict[str, Any]:
+    async def load(self, params: dict[str, Any]) -> dict[str, Any]:
         session, stored = await self._restore(params)
         connection = session.connection
         for update in replay_updates(stored.transcript):
             connection.notify("session/update", {"sessionId": session.id, "update": update})
         return opened(session)
 
-    async def resume(self, **params: Any) -> dict[str, Any]:
+    async def resume(self, params: dict[str, Any]) -> dict[str, Any]:
         session, _ = await self._restore(params)
         return opened(session)
 
-    async def list(self, **params: Any) -> dict[str, Any]:
+    async def list(self, params: dict[str, Any]) -> dict[str, Any]:
         from agent.store.params import ListSessionsParams
 
         parsed = self.parse(ListSessionsParams, params)
@@ -110,7 +110,7 @@ class SessionStore:
             result["nextCursor"] = _encode_cursor(last.updated_at, last.id)
         return result
 
-    async def close(self, **params: Any) -> dict[str, Any]:
+    async def close(self, params: dict[str, Any]) -> dict[str, Any]:
         from agent.store.params import SessionIdOnly
 
         parsed = self.parse(SessionIdOnly, params)
@@ -120,7 +120,7 @@ class SessionStore:
             await _end(session)
         return {}
 
-    async def delete(self, **params: Any) -> dict[str, Any]:
+    async def delete(self, params: dict[str, Any]) -> dict[str, Any]:
         from agent.store.params import SessionIdOnly
 
         parsed = self.parse(SessionIdOnly, params)
