@@ -1,7 +1,8 @@
 """An MCP server's tool behind Heron's one tool contract (`agent.tools.base.Tool`).
 
-The arguments are a free-form JSON object that the server validates; the permission key is
-`mcp:<server>:<tool>`, so "always allow" covers exactly that tool of that server. Results are
+The arguments are a free-form JSON object that the server validates; the permission key names
+the server and the tool unambiguously (`agent.permissions.policy.mcp_key`), so "always allow"
+covers exactly that tool of that server. Results are
 read by attribute (duck-typed), so this module does not import the SDK.
 """
 
@@ -24,6 +25,7 @@ from agent.acp.protocol import (
     ToolCallContent,
     ToolKind,
 )
+from agent.permissions.policy import mcp_key
 from agent.tools.base import Preview, Safety, Tool, ToolContext, ToolError, ToolEvent, ToolResult
 
 if TYPE_CHECKING:
@@ -68,7 +70,7 @@ class McpTool(Tool[McpArgs]):
         return McpArgs(arguments=raw)
 
     def permission_keys(self, args: McpArgs) -> list[str]:
-        return [f"mcp:{self.server}:{self.tool}"]
+        return [mcp_key(self.server, self.tool)]
 
     async def describe(self, args: McpArgs, ctx: ToolContext) -> Preview:
         return Preview(title=f"{self.title} ({self.server})")

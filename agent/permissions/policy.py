@@ -18,6 +18,7 @@ of the action.
 from __future__ import annotations
 
 import enum
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,13 @@ from agent.tools.base import Safety, Tool, ToolContext
 PROTECTED_DIRS = frozenset((".git", ".heron"))
 # Between a key and the one path it is limited to; a NUL is in no command key or path.
 PATH_SEP = "\x00"
+
+
+def mcp_key(server: str, tool: str) -> str:
+    """The key of one tool of one MCP server: the two names as a JSON array, so no pair of
+    names can spell another pair (`gh:enterprise` + `list_repos` is not `gh` +
+    `enterprise:list_repos`)."""
+    return "mcp:" + json.dumps([server, tool], ensure_ascii=False)
 
 
 class Decision(enum.Enum):
@@ -179,6 +187,9 @@ def _label(key: str) -> str:
         what = describe_command_key(key)
     elif family == "fetch":
         what = f"fetches from `{detail}`"
+    elif family == "mcp":
+        server, tool = json.loads(detail)
+        what = f"tool `{tool}` of MCP server `{server}`"
     else:
         what = f"`{detail}`"
     return f"{what} on exactly `{path}`" if limited else what
