@@ -37,8 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
         "the stored sessions, `heron setup` chooses an endpoint and a model (each has --help).",
         epilog="Environment: OPENAI_API_KEY, OPENAI_BASE_URL, HERON_MODEL, HERON_MODE, "
         "HERON_MAX_TOKENS, HERON_CONFIG, HERON_LOG_LEVEL, HERON_LOG_FILE, HERON_DATA_DIR, "
-        "HERON_CONTEXT_WINDOW. Flags beat environment beat the config file (default "
-        "~/.config/heron/config.toml).",
+        "HERON_CONTEXT_WINDOW, HERON_PASS_ENV. Flags beat environment beat the config file "
+        "(default ~/.config/heron/config.toml).",
     )
     parser.add_argument("--version", action="version", version=f"heron {__version__}")
     parser.add_argument("--model", help="model name, e.g. gpt-4.1 or qwen2.5-coder:7b")

@@ -178,8 +178,9 @@ class Session:
         """Start the client's MCP servers in the background (session/new, load, resume)."""
         from agent.mcp.config import parse_servers
         from agent.mcp.manager import McpManager
+        from agent.processes.env import passed_through
 
-        configs = parse_servers(entries)
+        configs = parse_servers(entries, passed_through(self.settings))
         if not configs:
             return
         self.mcp = McpManager(

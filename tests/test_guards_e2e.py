@@ -18,7 +18,7 @@ from test_commands_e2e import (
     wait_for_command,
 )
 from test_mcp_e2e import ASK, agent, stdio
-from test_tools_e2e import statuses
+from test_tools_e2e import statuses, tool_result
 
 
 @pytest.fixture
@@ -115,3 +115,83 @@ def test_herons_own_config_asks_in_accept_edits_when_the_workspace_holds_it(
     asked = [r for r in client.agent_requests if r.method == "session/request_permission"]
     assert len(asked) == 1
     assert path.read_text() == "# the user's\n"
+
+
+PROVIDERS = """
+[providers.other]
+base_url = "http://127.0.0.1:9/v1"
+api_key_env = "MY_PROVIDER_KEY"
+models = ["m"]
+
+[providers.third]
+base_url = "http://127.0.0.1:9/v1"
+api_key = "cfg-secret-456"
+models = ["m"]
+"""
+SECRETS = {
+    "MY_PROVIDER_KEY": "prov-secret-123",  # a provider's api_key_env
+    "COPY_OF_KEY": "cfg-secret-456",  # the value of a key in the config file
+    "HERON_GITHUB_TOKEN": "heron-token-789",
+}
+
+
+def credentials_env(heron_home: Path, **more: str) -> dict[str, str]:
+    config = heron_home / ".config" / "heron"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "config.toml").write_text(PROVIDERS)
+    return {**SECRETS, "HARMLESS": "still-here", **more}
+
+
+def test_commands_do_not_inherit_herons_credentials(heron, fake_llm, workspace, heron_home):
+    """`bash` once ran with OPENAI_API_KEY (and every provider key) in its environment: `env`
+    put the key in front of the model."""
+    fake_llm.script(tool_calls(Call("bash", {"command": "env"}, id="c1")), text("ok"))
+    client = heron("--mode", "full-access", env=credentials_env(heron_home))
+    client.prompt(client.new_session(workspace), "go")
+    seen = tool_result(fake_llm.requests[1], "c1")
+    assert "HARMLESS=still-here" in seen  # the rest of the environment is there
+    for secret in ("sk-test", *SECRETS.values()):
+        assert secret not in seen
+
+
+def test_pass_env_lets_a_named_credential_through(heron, fake_llm, workspace, heron_home):
+    fake_llm.script(tool_calls(Call("bash", {"command": "env"}, id="c1")), text("ok"))
+    env = credentials_env(heron_home, HERON_PASS_ENV="MY_PROVIDER_KEY, OPENAI_API_KEY")
+    client = heron("--mode", "full-access", env=env)
+    client.prompt(client.new_session(workspace), "go")
+    seen = tool_result(fake_llm.requests[1], "c1")
+    assert "MY_PROVIDER_KEY=prov-secret-123" in seen
+    assert "OPENAI_API_KEY=sk-test" in seen
+    assert "cfg-secret-456" not in seen and "heron-token-789" not in seen
+
+
+def test_the_editors_terminal_gets_herons_credentials_blanked(
+    heron, fake_llm, workspace, heron_home
+):
+    fake_llm.script(tool_calls(Call("bash", {"command": "env"}, id="c1")), text("ok"))
+    caps = {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": True}
+    client = heron(
+        "--mode", "full-access", env=credentials_env(heron_home), client_capabilities=caps
+    )
+    client.prompt(client.new_session(workspace), "go")
+    (create,) = [r.params for r in client.agent_requests if r.method == "terminal/create"]
+    given = {e["name"]: e["value"] for e in create["env"]}
+    for name in ("OPENAI_API_KEY", *SECRETS):
+        assert given[name] == ""
+    assert "HARMLESS" not in given
+
+
+def test_mcp_servers_get_pass_env_and_their_own_env_but_no_credentials(
+    heron, fake_llm, workspace, heron_home, markers
+):
+    call = Call("mcp__tools__environment", {}, id="e1")
+    fake_llm.script(tool_calls(call), text("ok"))
+    env = credentials_env(heron_home, HERON_PASS_ENV="HARMLESS", HERON_MCP_STARTUP_TIMEOUT="30")
+    client = heron("--mode", "full-access", env=env)
+    server = stdio(markers, ENV_DUMP="1", GIVEN_BY_CLIENT="cfg-secret-456")
+    client.prompt(client.new_session(workspace, [server]), "go")
+    seen = tool_result(fake_llm.requests[1], "e1")
+    assert "HARMLESS=still-here" in seen  # passed through
+    assert "GIVEN_BY_CLIENT=cfg-secret-456" in seen  # exactly the env the client gave
+    for secret in ("sk-test", "prov-secret-123", "heron-token-789"):
+        assert secret not in seen

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import codecs
 import logging
-import os
 import re
 import shutil
 import signal
@@ -38,6 +37,7 @@ from agent.acp.protocol import (
     TerminalParams,
 )
 from agent.permissions.commands import command_keys
+from agent.processes.env import command_env, withheld
 from agent.processes.tree import CommandTree, forget, open_process
 from agent.tools.base import (
     Preview,
@@ -117,6 +117,12 @@ class Bash(Tool[BashArgs]):
 # Running in the editor's terminal
 
 
+def _client_env(ctx: ToolContext) -> dict[str, str]:
+    """What the editor's terminal adds to its own environment: the quiet settings, and the
+    credentials Heron withholds blanked (the editor may have started Heron with them)."""
+    return {**dict.fromkeys(withheld(ctx.settings), ""), **QUIET_ENV}
+
+
 async def _run_in_client_terminal(
     args: BashArgs, ctx: ToolContext, cwd: Path
 ) -> AsyncIterator[ToolEvent]:
@@ -124,7 +130,7 @@ async def _run_in_client_terminal(
         session_id=ctx.session_id,
         command="bash" if shutil.which("bash") else "sh",
         args=["-c", args.command],
-        env=[EnvVariable(name=k, value=v) for k, v in QUIET_ENV.items()],
+        env=[EnvVariable(name=k, value=v) for k, v in _client_env(ctx).items()],
         cwd=str(cwd),
         output_byte_limit=CLIENT_OUTPUT_LIMIT,
     )
@@ -207,7 +213,7 @@ async def _run_locally(args: BashArgs, ctx: ToolContext, cwd: Path) -> AsyncIter
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         cwd=cwd,
-        env={**os.environ, **QUIET_ENV, "TERM": "dumb", **tree.env},
+        env={**command_env(ctx.settings), **QUIET_ENV, "TERM": "dumb", **tree.env},
         start_new_session=True,  # its own process group: one killpg reaches most descendants
     )
     tree.attach(proc.pid)
