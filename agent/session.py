@@ -64,6 +64,9 @@ class Session:
         self.client_capabilities = client_capabilities
         self.mcp_servers = mcp_servers
         self.mode = settings.mode
+        # The mode the store keeps: the user's pick or the default, never a mode given for
+        # one run (`_meta.heron.mode`: `heron exec --yes`), which only sets `mode`.
+        self.saved_mode = settings.mode
         self.history: list[dict[str, Any]] = []
         self._transcript: list[dict[str, Any]] = []
         # While chunks merge into the last transcript entry, its text in pieces (joined when

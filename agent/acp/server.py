@@ -26,6 +26,7 @@ from agent.acp.params import (
     read_initialize,
     read_new_session,
     read_prompt_blocks,
+    run_mode,
 )
 from agent.acp.params import parse as _parse
 from agent.acp.wire import INVALID_PARAMS, INVALID_REQUEST, Connection, RpcError
@@ -161,6 +162,8 @@ class Server:
         session_id = f"sess_{_uuid4_hex()}"
         session = self._open_session(session_id, cwd, parsed.mcp_servers)
         session.additional_directories = [Path(d) for d in parsed.additional_directories]
+        if mode := run_mode(params):
+            session.mode = mode  # for this run only (heron exec); saved: the default
         self.store.attach(session)
         announce_after_answer(session)  # the slash commands
         log.info("session %s in %s", session_id, cwd)

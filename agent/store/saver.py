@@ -137,7 +137,7 @@ def _session_row(session: Session, created_at: str) -> Any:
         title=session.title,
         created_at=created_at,
         updated_at=now(),
-        mode=session.mode,
+        mode=session.saved_mode,
         model=session.settings.model,
         options=session.choices.saved(),
     )
@@ -150,7 +150,7 @@ def restore(session: Session, stored: StoredSession, saver: Saver) -> None:
     session.title = stored.row.title
     session.undo.restore(stored.undo)
     if stored.row.mode:
-        session.mode = stored.row.mode
+        session.mode = session.saved_mode = stored.row.mode
     session.choices.restore(stored.row.options)
     for update in stored.transcript:
         if update.get("sessionUpdate") == "tool_call" and update.get("toolCallId"):
