@@ -5,7 +5,9 @@ the user's, and MCP servers are bounded (stderr, results, descriptions)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from acp_client import RpcError
@@ -17,8 +19,8 @@ from test_commands_e2e import (
     project_commands,
     wait_for_command,
 )
-from test_mcp_e2e import ASK, agent, stdio
-from test_tools_e2e import statuses, tool_result
+from test_mcp_e2e import ASK, FULL, agent, stdio
+from test_tools_e2e import last, statuses, tool_result
 
 
 @pytest.fixture
@@ -195,3 +197,76 @@ def test_mcp_servers_get_pass_env_and_their_own_env_but_no_credentials(
     assert "GIVEN_BY_CLIENT=cfg-secret-456" in seen  # exactly the env the client gave
     for secret in ("sk-test", "prov-secret-123", "heron-token-789"):
         assert secret not in seen
+
+
+def test_mcp_stderr_without_newlines_is_kept_as_a_tail_by_bytes(
+    heron, fake_llm, workspace, markers
+):
+    """20 MB of stderr without a newline, then the server dies: the report quotes the end of
+    it (the dying words), not a line Heron had to hold whole (that grew memory without bound:
+    300 MB took Heron to 391 MB)."""
+    fake_llm.script(
+        tool_calls(Call("mcp__tools__shout", {"megabytes": 20}, id="s1")),
+        tool_calls(Call("mcp__tools__crash", {}, id="x1")),
+        text("ok"),
+    )
+    client = agent(heron, *FULL)
+    sid = client.new_session(workspace, [stdio(markers)])
+    turn = client.prompt(sid, "go")
+    assert statuses(turn["updates"], "s1")[-1] == "completed"
+    reason = tool_result(fake_llm.requests[2], "x1")
+    assert "segfault simulated" in reason
+    assert "y" * 1000 not in reason
+
+
+def shown_text(update: dict[str, Any]) -> str:
+    return "".join(
+        c["content"].get("text", "") for c in update.get("content") or [] if c["type"] == "content"
+    )
+
+
+def test_a_huge_mcp_result_reaches_the_editor_and_the_store_cut_with_a_note(
+    heron, fake_llm, workspace, markers
+):
+    fake_llm.script(
+        tool_calls(Call("mcp__tools__flood", {"megabytes": 3}, id="f1")),
+        tool_calls(Call("mcp__tools__big_picture", {"megabytes": 6}, id="p1")),
+        tool_calls(Call("mcp__tools__picture", {}, id="p2")),
+        text("ok"),
+    )
+    client = agent(heron, *FULL)
+    sid = client.new_session(workspace, [stdio(markers)])
+    turn = client.prompt(sid, "go")
+    assert turn["stopReason"] == "end_turn"
+    flood = shown_text(last(turn["updates"], "f1"))
+    assert len(flood) < 200_000
+    assert "bytes omitted" in flood
+    assert len(tool_result(fake_llm.requests[1], "f1")) < 40_000  # the model's share
+    big = last(turn["updates"], "p1")["content"]
+    assert [c["content"]["type"] for c in big] == ["text"]
+    assert "too large" in big[0]["content"]["text"]
+    small = last(turn["updates"], "p2")["content"]
+    assert [c["content"]["type"] for c in small] == ["image"]  # a small one is still shown
+    # The store keeps what the editor was shown: a reload replays the cut result.
+    client.close_stdin()
+    assert client.wait_exit() == 0
+    again = heron()
+    again.request("session/load", {"sessionId": sid, "cwd": workspace, "mcpServers": []})
+    replayed = [u for u in again.updates(sid) if u.get("toolCallId") == "f1"]
+    assert replayed and all(len(shown_text(u)) < 200_000 for u in replayed)
+
+
+def test_long_mcp_descriptions_and_schemas_are_shortened_for_the_model(
+    heron, fake_llm, workspace, markers
+):
+    fake_llm.script(text("hello"))
+    client = agent(heron)
+    sid = client.new_session(workspace, [stdio(markers, LONG_DESCRIPTION="100000")])
+    client.prompt(sid, "hi")
+    tools = {t["function"]["name"]: t["function"] for t in fake_llm.requests[0].body["tools"]}
+    verbose = tools["mcp__tools__verbose"]
+    assert len(verbose["description"]) <= 2_200
+    assert len(json.dumps(verbose["parameters"])) <= 16_000
+    assert verbose["parameters"]["type"] == "object"
+    assert "shortened" in verbose["description"] or "too large" in verbose["description"]
+    assert tools["mcp__tools__echo"]["description"] == "Echo the text back."  # others as they are

@@ -9,7 +9,6 @@ the task that started it.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import logging
 import math
@@ -68,6 +67,9 @@ def _kill_group(pid: int) -> None:
 
 MAX_RESTARTS = 3  # a crashed server comes back on next use at most this often
 STDERR_LINES = 12  # what a failure report quotes of the server's stderr
+STDERR_TAIL = 8 * 1024  # bytes of the server's stderr kept for that (a tail, by bytes)
+STDERR_LINE = 500  # bytes of one stderr line logged
+STDERR_READ = 64 * 1024  # bytes read at a time: a line without end never grows memory
 START_LIMIT = 60.0  # seconds a server may take to start before it is given up on
 RELIST_TIMEOUT = 10.0  # seconds for tools/list after `tools/list_changed`
 
@@ -77,11 +79,15 @@ class ServerUnavailable(Exception):
 
 
 class StderrTail:
-    """A stdio server's stderr: logged line by line, the last lines kept for failure reports."""
+    """A stdio server's stderr: logged line by line (each cut to STDERR_LINE bytes), its last
+    STDERR_TAIL bytes kept for failure reports. Read in chunks, never by line: a server that
+    writes hundreds of MB without a newline costs no memory."""
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.lines: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
+        self.tail = bytearray()
+        self._line = bytearray()  # the start of the line being written
+        self._line_length = 0  # its full length so far
         read_fd, write_fd = os.pipe()
         self.writer: IO[str] = os.fdopen(write_fd, "w")
         self._reader = threading.Thread(
@@ -90,11 +96,44 @@ class StderrTail:
         self._reader.start()
 
     def _pump(self, fd: int) -> None:
-        with open(fd, encoding="utf-8", errors="replace") as pipe:
-            for line in pipe:
-                line = line.rstrip()
-                self.lines.append(line[:500])
-                log.debug("mcp %s stderr: %s", self.name, line)
+        with open(fd, "rb", buffering=0) as pipe:
+            while chunk := pipe.read(STDERR_READ):
+                self.tail += chunk
+                del self.tail[: max(0, len(self.tail) - STDERR_TAIL)]
+                self._log_lines(chunk)
+        if self._line_length:
+            self._log_line()
+
+    def _log_lines(self, chunk: bytes) -> None:
+        *ended, rest = chunk.split(b"\n")
+        for part in ended:
+            self._take(part)
+            self._log_line()
+        self._take(rest)
+
+    def _take(self, part: bytes) -> None:
+        self._line += part[: max(0, STDERR_LINE - len(self._line))]
+        self._line_length += len(part)
+
+    def _log_line(self) -> None:
+        text = self._line.decode("utf-8", errors="replace").rstrip()
+        if self._line_length > STDERR_LINE:
+            text += f" … ({self._line_length:,} bytes)"
+        log.debug("mcp %s stderr: %s", self.name, text)
+        self._line.clear()
+        self._line_length = 0
+
+    @property
+    def lines(self) -> list[str]:
+        """The last STDERR_LINES lines of the tail; of a longer line, its last STDERR_LINE
+        characters (where a message that follows a flood of output is)."""
+        text = bytes(self.tail).decode("utf-8", errors="replace")
+        lines = [line.rstrip() for line in text.rstrip("\n").split("\n")]
+        return [
+            line if len(line) <= STDERR_LINE else "…" + line[-STDERR_LINE:]
+            for line in lines
+            if line
+        ][-STDERR_LINES:]
 
     def close_writer(self) -> None:
         """Drop our copy of the write end once the server has its own (or never started)."""
