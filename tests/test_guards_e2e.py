@@ -137,10 +137,10 @@ SECRETS = {
 }
 
 
-def credentials_env(heron_home: Path, **more: str) -> dict[str, str]:
+def credentials_env(heron_home: Path, toml: str = "", **more: str) -> dict[str, str]:
     config = heron_home / ".config" / "heron"
     config.mkdir(parents=True, exist_ok=True)
-    (config / "config.toml").write_text(PROVIDERS)
+    (config / "config.toml").write_text(toml + PROVIDERS)
     return {**SECRETS, "HARMLESS": "still-here", **more}
 
 
@@ -156,9 +156,14 @@ def test_commands_do_not_inherit_herons_credentials(heron, fake_llm, workspace, 
         assert secret not in seen
 
 
-def test_pass_env_lets_a_named_credential_through(heron, fake_llm, workspace, heron_home):
+@pytest.mark.parametrize("where", ["environment", "config file"])
+def test_pass_env_lets_a_named_credential_through(heron, fake_llm, workspace, heron_home, where):
     fake_llm.script(tool_calls(Call("bash", {"command": "env"}, id="c1")), text("ok"))
-    env = credentials_env(heron_home, HERON_PASS_ENV="MY_PROVIDER_KEY, OPENAI_API_KEY")
+    if where == "environment":
+        env = credentials_env(heron_home, HERON_PASS_ENV="MY_PROVIDER_KEY, OPENAI_API_KEY")
+    else:
+        toml = 'pass_env = ["MY_PROVIDER_KEY", "OPENAI_API_KEY"]\n'
+        env = credentials_env(heron_home, toml)
     client = heron("--mode", "full-access", env=env)
     client.prompt(client.new_session(workspace), "go")
     seen = tool_result(fake_llm.requests[1], "c1")
