@@ -42,6 +42,7 @@ MAX_SCHEMA = 16_000  # characters of a tool's input schema (JSON) sent to the mo
 MAX_SHOWN = HEAD_BYTES + TAIL_BYTES  # bytes of text the editor is shown per result
 MAX_IMAGE = 5_000_000  # bytes of one image (or binary resource) passed on to the editor
 MAX_IMAGES = 10_000_000  # bytes of images of one result
+MAX_BLOCKS = 100  # content blocks of one result shown to the editor
 
 
 class McpArgs(BaseModel):
@@ -150,8 +151,9 @@ class _Shown:
         if len(data) <= self.text_room:
             self.text_room -= len(data)
             return text
-        room = max(self.text_room, 1000)
-        self.text_room = 0
+        room, self.text_room = self.text_room, 0
+        if room < 1000:
+            return f"[{len(data):,} bytes not shown: the result is too long]"
         buffer = OutputBuffer(head=room // 3, tail=room - room // 3)
         buffer.add(data)
         return buffer.render()
@@ -169,11 +171,14 @@ def to_tool_result(result: Any) -> ToolResult:
     texts: list[str] = []
     shown: list[ToolCallContent] = []
     bounds = _Shown()
-    for block in result.content or []:
+    blocks = list(result.content or [])
+    for block in blocks:
         text, content = _convert(block, bounds)
         texts.append(text)
-        if content is not None:
+        if content is not None and len(shown) < MAX_BLOCKS:
             shown.append(ContentItem(content=content))
+    if len(shown) == MAX_BLOCKS and len(blocks) > MAX_BLOCKS:
+        shown.append(ContentItem.of(f"[{len(blocks) - MAX_BLOCKS:,} more blocks not shown]"))
     if not texts and result.structured_content is not None:
         text = json.dumps(result.structured_content, ensure_ascii=False)
         texts.append(text)
