@@ -52,7 +52,57 @@ async def _spawn_and_note(
     assert _sdk_spawn is not None
     process = await _sdk_spawn(command, args, env, errlog, cwd)
     _spawned[id(errlog)] = process.pid
+    # anyio's asyncio Process keeps its stdout in `_stdout` (its `stdout` property returns
+    # it); the SDK wants the Process itself (it checks the type to kill the group).
+    if getattr(process, "_stdout", None) is not None:
+        process._stdout = _LineStream(process._stdout)
     return process
+
+
+MAX_MESSAGE = 128_000_000  # bytes of one message from a stdio server (one line)
+_READ = 1 << 20  # bytes asked of the pipe at a time
+
+
+class _LineStream:
+    """A server's stdout that hands the SDK whole lines, at most MAX_MESSAGE bytes.
+
+    The SDK adds each chunk it reads to the part of the line it holds and splits the sum, so a
+    message of many chunks cost time quadratic in its size (a 30 MB result: minutes) and
+    memory without bound (a line that never ends). Here a line is gathered once, in a
+    bytearray, and a longer one ends the connection.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._pending = bytearray()
+        self._too_long = False
+
+    async def receive(self, max_bytes: int = _READ) -> bytes:
+        if self._too_long:  # the SDK's drain after the failure: pass the rest through
+            return bytes(await self._stream.receive(_READ))
+        while True:
+            try:
+                chunk = await self._stream.receive(_READ)
+            except anyio.EndOfStream:
+                if not self._pending:
+                    raise
+                rest = bytes(self._pending)
+                self._pending.clear()
+                return rest
+            end = chunk.rfind(b"\n")
+            if end >= 0:
+                lines = bytes(self._pending + chunk[: end + 1])
+                self._pending[:] = chunk[end + 1 :]
+                return lines
+            self._pending += chunk
+            if len(self._pending) > MAX_MESSAGE:
+                self._pending = bytearray()
+                self._too_long = True
+                log.warning("an MCP server sent a message over %d bytes; disconnected", MAX_MESSAGE)
+                raise anyio.BrokenResourceError(f"a message over {MAX_MESSAGE} bytes")
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
 
 
 if _sdk_spawn is not None:  # a private SDK function: without it, the SDK's own shutdown only
