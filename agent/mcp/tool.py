@@ -59,8 +59,7 @@ class McpTool(Tool[McpArgs]):
         self.connection = connection
         self.server = connection.name
         self.tool = definition.name
-        self.title = getattr(definition, "title", None) or definition.name
-        self.title = _short(self.title, 200)
+        self.title = _short(getattr(definition, "title", None) or definition.name, 200)
         self.schema, cut = _bounded_schema(_object_schema(definition.input_schema))
         description = _short(
             definition.description or f"The {definition.name} tool of MCP server {self.server}.",
