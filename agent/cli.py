@@ -38,8 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
         "`heron sandbox --write DIR ... -- CMD` runs CMD in auto mode's sandbox.",
         epilog="Environment: OPENAI_API_KEY, OPENAI_BASE_URL, HERON_MODEL, HERON_MODE, "
         "HERON_MAX_TOKENS, HERON_CONFIG, HERON_LOG_LEVEL, HERON_LOG_FILE, HERON_DATA_DIR, "
-        "HERON_CONTEXT_WINDOW, HERON_SANDBOX (off: no command sandbox). Flags beat environment "
-        "beat the config file (default ~/.config/heron/config.toml).",
+        "HERON_CONTEXT_WINDOW, HERON_PASS_ENV, HERON_SANDBOX (off: no command sandbox). Flags beat "
+        "environment beat the config file (default ~/.config/heron/config.toml).",
     )
     parser.add_argument("--version", action="version", version=f"heron {__version__}")
     parser.add_argument("--model", help="model name, e.g. gpt-4.1 or qwen2.5-coder:7b")

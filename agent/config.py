@@ -30,6 +30,7 @@ ENV_VARS = {
     "HERON_MCP_STARTUP_TIMEOUT": "mcp_startup_timeout",
     "HERON_DATA_DIR": "data_dir",
     "HERON_CONTEXT_WINDOW": "context_window",
+    "HERON_PASS_ENV": "pass_env",
 }
 
 
@@ -56,6 +57,9 @@ class Settings:
     log_file: str | None = None
     data_dir: str | None = None  # the session store's directory; default $XDG_DATA_HOME/heron
     context_window: int | None = None  # tokens; default: what the server or a table says
+    # Variables commands and MCP servers may inherit although they hold a credential Heron
+    # holds (agent.processes.env); TOML: a list of names, environment: comma-separated.
+    pass_env: tuple[str, ...] = ()
     config_file: str | None = None  # the file the settings were read from, if any
     # More endpoints for the model picker: `[providers.NAME]` tables (agent.options.providers).
     providers: dict[str, Provider] = field(default_factory=dict)
@@ -125,6 +129,9 @@ def _build(values: dict[str, Any]) -> Settings:
 
             settings.providers = parse_providers(value)
             continue
+        if name == "pass_env":
+            settings.pass_env = _names(value)
+            continue
         convert = _NUMBERS.get(name, str)
         try:
             setattr(settings, name, convert(value))
@@ -141,6 +148,15 @@ def _build(values: dict[str, Any]) -> Settings:
     if not settings.mcp_startup_timeout > 0:
         raise ConfigError("mcp_startup_timeout must be a positive number of seconds")
     return settings
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    """`pass_env`: a list of variable names (TOML), or the names separated by commas."""
+    if isinstance(value, str):
+        value = value.split(",")
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"pass_env must be a list of variable names, got {value!r}")
+    return tuple(name.strip() for name in value if name.strip())
 
 
 def check_base_url(url: str) -> None:

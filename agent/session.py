@@ -65,6 +65,9 @@ class Session:
         self.client_capabilities = client_capabilities
         self.mcp_servers = mcp_servers
         self.mode = settings.mode
+        # The mode the store keeps: the user's pick or the default, never a mode given for
+        # one run (`_meta.heron.mode`: `heron exec --yes`), which only sets `mode`.
+        self.saved_mode = settings.mode
         self.history: list[dict[str, Any]] = []
         self._transcript: list[dict[str, Any]] = []
         # While chunks merge into the last transcript entry, its text in pieces (joined when
@@ -187,8 +190,9 @@ class Session:
         """Start the client's MCP servers in the background (session/new, load, resume)."""
         from agent.mcp.config import parse_servers
         from agent.mcp.manager import McpManager
+        from agent.processes.env import passed_through
 
-        configs = parse_servers(entries)
+        configs = parse_servers(entries, passed_through(self.settings))
         if not configs:
             return
         self.mcp = McpManager(

@@ -3,9 +3,13 @@
 - `session/new` answer time with 0 and with 3 stdio servers (target: the same; it never waits);
 - time from the first `session/prompt` (sent right after `session/new`) to the first model
   request, with 0 and 3 servers (the prompt waits for them to start: SDK import + start-up);
-- per-call overhead of an MCP tool (`echo`) against a built-in one (`read_file`), per round.
+- per-call overhead of an MCP tool (`echo`) against a built-in one (`read_file`), per round;
+- with `--bounds`: Heron's peak RSS (VmHWM) after a server writes `--stderr-mb` MB to stderr
+  without a newline, and after a `--result-mb` MB text result, against a same-run baseline
+  (a session whose server answered one `echo`).
 
     python scripts/bench_mcp.py [--runs 5] [--rounds 20]
+    python scripts/bench_mcp.py --bounds [--stderr-mb 300] [--result-mb 30]
 
 Prints medians; asserts nothing.
 """
@@ -79,11 +83,61 @@ def per_call_ms(client: AcpClient, sid: str, fake: FakeOpenAI, call: Call, round
     return (time.perf_counter() - started) * 1000 / rounds
 
 
+def peak_rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def rss_after(fake: FakeOpenAI, home: Path, ws: str, mk: str, call: Call) -> tuple[float, float]:
+    """(peak RSS in MB, seconds) of a fresh Heron whose one server answered `call`."""
+    client = start(fake, home, ws)
+    try:
+        sid = client.new_session(ws, servers(1, mk))
+        fake.script(tool_calls(call), text("done"))
+        started = time.perf_counter()
+        client.prompt(sid, "go", timeout=600)
+        elapsed = time.perf_counter() - started
+        assert client.proc is not None
+        return peak_rss_mb(client.proc.pid), elapsed
+    finally:
+        client.kill()
+
+
+def bounds(stderr_mb: int, result_mb: int, runs: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp, FakeOpenAI() as fake:
+        home, workspace, markers = Path(tmp, "home"), Path(tmp, "ws"), Path(tmp, "markers")
+        for path in (home / ".config", workspace, markers):
+            path.mkdir(parents=True)
+        ws, mk = str(workspace), str(markers)
+        cases = [
+            ("baseline: echo", Call("mcp__s0__echo", {"text": "x"})),
+            (
+                f"{stderr_mb} MB of stderr, no newline",
+                Call("mcp__s0__shout", {"megabytes": stderr_mb}),
+            ),
+            (f"{result_mb} MB text result", Call("mcp__s0__flood", {"megabytes": result_mb})),
+        ]
+        for label, call in cases:
+            figures = [rss_after(fake, home, ws, mk, call) for _ in range(runs)]
+            rss = statistics.median(f[0] for f in figures)
+            secs = statistics.median(f[1] for f in figures)
+            print(f"peak RSS, {label}: median {rss:.0f} MB (turn {secs:.1f} s)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--bounds", action="store_true", help="peak RSS for huge MCP output")
+    parser.add_argument("--stderr-mb", type=int, default=300)
+    parser.add_argument("--result-mb", type=int, default=30)
     opts = parser.parse_args()
+    if opts.bounds:
+        bounds(opts.stderr_mb, opts.result_mb, opts.runs)
+        return
     with tempfile.TemporaryDirectory() as tmp, FakeOpenAI() as fake:
         home, workspace, markers = Path(tmp, "home"), Path(tmp, "ws"), Path(tmp, "markers")
         for path in (home / ".config", workspace, markers):

@@ -305,10 +305,12 @@ def test_a_project_command_with_front_matter_and_arguments(heron, fake_llm, work
     assert "/review" not in content
 
 
-def test_the_project_command_beats_the_users_and_user_commands_are_listed(
+def test_the_users_command_beats_the_projects_and_user_commands_are_listed(
     heron, fake_llm, workspace, heron_home
 ):
+    """A cloned repository's command files cannot replace the user's own (issue 21)."""
     project_commands(workspace).joinpath("fix.md").write_text("Project fix: $ARGUMENTS\n")
+    project_commands(workspace).joinpath("lint.md").write_text("Project lint.\n")
     user_commands(heron_home).joinpath("fix.md").write_text("User fix: $ARGUMENTS\n")
     user_commands(heron_home).joinpath("explain.md").write_text(
         "---\ndescription: Explain code\n---\nExplain this.\n"
@@ -317,11 +319,11 @@ def test_the_project_command_beats_the_users_and_user_commands_are_listed(
     client = heron()
     session_id = client.new_session(workspace)
     listing = wait_for_listing(client, session_id)
-    assert [entry["name"] for entry in listing] == [*BUILTINS, "fix", "explain"]
-    assert by_name(listing)["fix"]["description"] == "Project fix: $ARGUMENTS"
+    assert [entry["name"] for entry in listing] == [*BUILTINS, "explain", "fix", "lint"]
+    assert by_name(listing)["fix"]["description"] == "User fix: $ARGUMENTS"
     assert by_name(listing)["fix"]["input"] == {"hint": "arguments"}
     client.prompt(session_id, "/fix the bug")
-    assert last_user_content(fake_llm) == "Project fix: the bug"
+    assert last_user_content(fake_llm) == "User fix: the bug"
     client.prompt(session_id, "/explain   main.py  ")  # no $ARGUMENTS: the text follows
     assert last_user_content(fake_llm) == "Explain this.\n\nmain.py"
 

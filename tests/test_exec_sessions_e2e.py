@@ -382,3 +382,38 @@ def test_an_unreadable_store_is_a_readable_error(heron_cli, fake_llm, workspace,
         assert f"cannot read the session store {store}" in done.stderr
         assert "Traceback" not in done.stderr
     assert fake_llm.requests == []
+
+
+def loaded_mode(heron, workspace: str, session_id: str) -> str:
+    """The mode an editor (default settings) gets when it reopens the session."""
+    client = heron()
+    params = {"sessionId": session_id, "cwd": workspace, "mcpServers": []}
+    answer = client.request("session/load", params)
+    mode = next(o for o in answer["configOptions"] if o["id"] == "mode")["currentValue"]
+    assert answer["modes"]["currentModeId"] == mode
+    return mode
+
+
+@pytest.mark.parametrize("flags", [("--yes",), ("--mode", "accept-edits")])
+def test_exec_s_mode_is_for_that_run_only_an_editor_reopens_the_session_in_the_default(
+    heron, heron_cli, fake_llm, workspace, flags
+):
+    fake_llm.script(text("done"))
+    _, final = exec_json(heron_cli, workspace, *flags, "do it")
+    assert loaded_mode(heron, workspace, final["sessionId"]) == "ask"
+
+
+def test_exec_continue_yes_leaves_the_session_in_the_mode_it_had_before(
+    heron, heron_cli, fake_llm, workspace
+):
+    fake_llm.script(text("from the editor"), text("from the terminal"))
+    client = heron()
+    session_id = client.new_session(workspace)
+    client.request("session/set_mode", {"sessionId": session_id, "modeId": "read-only"})
+    assert client.prompt(session_id, "hello editor")["stopReason"] == "end_turn"
+    client.close_stdin()
+    assert client.wait_exit() == 0
+
+    done = heron_cli("exec", "--continue", "--yes", "hello terminal", cwd=workspace)
+    assert done.returncode == 0, done.stderr
+    assert loaded_mode(heron, workspace, session_id) == "read-only"

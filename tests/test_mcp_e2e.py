@@ -197,7 +197,7 @@ def test_a_changing_tool_asks_and_allow_always_covers_that_tool(
     assert len(asked) == 1
     assert asked[0]["toolCall"]["rawInput"] == {"note": "one"}
     names = {o["kind"]: o["name"] for o in asked[0]["options"]}
-    assert "tools:write_note" in names["allow_always"]
+    assert "tool `write_note` of MCP server `tools`" in names["allow_always"]
     turn = client.prompt(sid, "again")
     assert statuses(turn["updates"], "n2") == ["pending", "in_progress", "completed"]
     asked = [r for r in client.agent_requests if r.method == "session/request_permission"]

@@ -113,3 +113,28 @@ def _alive(pid: int) -> bool:
 @pytest.fixture(autouse=True)
 def _quiet(caplog):
     caplog.set_level("WARNING", logger="heron.mcp")
+
+
+def test_a_result_of_many_blocks_is_bounded_for_the_editor():
+    blocks = [SimpleNamespace(type="text", text="z" * 50_000) for _ in range(1_000)]
+    result = to_tool_result(
+        SimpleNamespace(content=blocks, structured_content=None, is_error=False)
+    )
+    shown = ToolCallProgress(tool_call_id="t", content=result.content).dump()["content"]
+    assert len(shown) == 101  # 100 blocks, then a note
+    assert "900 more blocks not shown" in shown[-1]["content"]["text"]
+    assert sum(len(c["content"]["text"]) for c in shown) < 200_000
+
+
+def test_the_stderr_tail_is_bounded_by_bytes_and_keeps_the_last_words():
+    from agent.mcp.client import STDERR_TAIL, StderrTail
+
+    tail = StderrTail("t")
+    for _ in range(50):
+        tail.writer.write("y" * 100_000)
+    tail.writer.write("\nfirst\nthe last words\n")
+    tail.close_writer()
+    tail._reader.join(10)
+    assert len(tail.tail) <= STDERR_TAIL
+    assert tail.lines[-2:] == ["first", "the last words"]
+    assert tail.lines[0].startswith("…") and len(tail.lines[0]) <= 501

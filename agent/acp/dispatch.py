@@ -3,13 +3,15 @@
 jsonrpcserver cannot be imported without jsonschema (its package compiles a request validator
 at import), about a third of everything Heron imported before it could answer `session/new`.
 This module gives the same answers for what `agent.acp.wire` hands it — one request or
-notification whose envelope the wire has already checked — with the same call signature, so
-the wire only changes its imports:
+notification whose envelope the wire has already checked — with one difference: the params are
+data, handed to the method as one dict, never spread into Python arguments (jsonrpcserver
+called `method(**params)`, so a member named `self` answered -32603 with a traceback):
 
 - a member other than `jsonrpc`, `method`, `id`, `params` fails jsonrpcserver's schema:
   -32600 "Invalid request" with `id: null`, even for a notification;
 - an unknown method: -32601 "Method not found", `data` the method's name;
-- params the method cannot take (`inspect.signature(...).bind`): -32602 "Invalid params";
+- params that are not an object (a non-empty array): -32602 "Invalid params"; absent or `[]`
+  params are the empty object;
 - `JsonRpcError` raised by the method: that error; any other exception: -32603 "Internal
   error" with the exception's text (and the traceback on stderr);
 - a notification gets no answer, whatever happened.
@@ -23,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from inspect import signature
 from typing import Any
 
 log = logging.getLogger("heron.dispatch")
@@ -69,7 +70,7 @@ class Success:
         return f"Success({self.result!r})"
 
 
-Method = Callable[..., Awaitable[Success]]
+Method = Callable[[dict[str, Any]], Awaitable[Success]]  # called with the params object
 
 
 async def async_dispatch_to_serializable(
@@ -84,10 +85,11 @@ async def async_dispatch_to_serializable(
         if not _MEMBERS.issuperset(message):
             return _error(INVALID_REQUEST, "Invalid request", _SCHEMA_FAILED, None)
         request_id = message.get("id", _NOID)
-        params = message.get("params", [])
+        params = message.get("params", {})
         error = _problem(methods, message["method"], params)
         if error is None:
-            (outcome,) = await asyncio.gather(_call(methods[message["method"]], params))
+            call = _call(methods[message["method"]], params or {})
+            (outcome,) = await asyncio.gather(call)
             if isinstance(outcome, Success):
                 if request_id is _NOID:
                     return None
@@ -108,16 +110,14 @@ def _problem(methods: Mapping[str, Method], name: str, params: Any) -> tuple[int
     method = methods.get(name)
     if method is None:
         return METHOD_NOT_FOUND, "Method not found", name
-    try:
-        signature(method).bind(*_args(params), **_kwargs(params))
-    except TypeError as exc:
-        return INVALID_PARAMS, "Invalid params", str(exc)
+    if params and not isinstance(params, dict):
+        return INVALID_PARAMS, "Invalid params", "params must be an object"
     return None
 
 
-async def _call(method: Method, params: Any) -> Success | tuple[int, str, Any]:
+async def _call(method: Method, params: dict[str, Any]) -> Success | tuple[int, str, Any]:
     try:
-        result = await method(*_args(params), **_kwargs(params))
+        result = await method(params)
         if not isinstance(result, Success):
             raise TypeError(f"The method did not return a valid Result (returned {result!r})")
     except JsonRpcError as exc:
@@ -126,14 +126,6 @@ async def _call(method: Method, params: Any) -> Success | tuple[int, str, Any]:
         log.exception("method failed")
         return INTERNAL_ERROR, "Internal error", str(exc)
     return result
-
-
-def _args(params: Any) -> list[Any]:
-    return params if isinstance(params, list) else []
-
-
-def _kwargs(params: Any) -> dict[str, Any]:
-    return params if isinstance(params, dict) else {}
 
 
 def _error(code: int, message: str, data: Any, request_id: Any) -> dict[str, Any]:

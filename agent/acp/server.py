@@ -26,6 +26,7 @@ from agent.acp.params import (
     read_initialize,
     read_new_session,
     read_prompt_blocks,
+    run_mode,
 )
 from agent.acp.params import parse as _parse
 from agent.acp.wire import INVALID_PARAMS, INVALID_REQUEST, Connection, RpcError
@@ -84,11 +85,11 @@ class Server:
         if parsed.client_info:
             log.info("client: %s %s", parsed.client_info.name, parsed.client_info.version)
 
-    async def initialize(self, **params: Any) -> dict[str, Any]:
+    async def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
         self.remember_client(params)
         return initialize_result(self.terminal_auth)
 
-    async def authenticate(self, **params: Any) -> dict[str, Any]:
+    async def authenticate(self, params: dict[str, Any]) -> dict[str, Any]:
         """The editor's terminal login (`heron setup`) finished: take its settings now."""
         if params.get("methodId") != SETUP_METHOD_ID:
             raise RpcError(INVALID_PARAMS, f"unknown auth method: {params.get('methodId')!r}")
@@ -149,7 +150,7 @@ class Server:
         if not self.initialized:
             raise RpcError(INVALID_REQUEST, "Invalid Request: call initialize first")
 
-    async def new_session(self, **params: Any) -> dict[str, Any]:
+    async def new_session(self, params: dict[str, Any]) -> dict[str, Any]:
         self._require_initialized()
         parsed = read_new_session(params)
         if self.terminal_auth and not self.settings.llm_configured:
@@ -161,6 +162,8 @@ class Server:
         session_id = f"sess_{_uuid4_hex()}"
         session = self._open_session(session_id, cwd, parsed.mcp_servers)
         session.additional_directories = [Path(d) for d in parsed.additional_directories]
+        if mode := run_mode(params):
+            session.mode = mode  # for this run only (heron exec); saved: the default
         self.store.attach(session, new=True)  # stored once the answer is out
         announce_after_answer(session)  # the slash commands
         log.info("session %s in %s", session_id, cwd)
@@ -182,7 +185,7 @@ class Server:
         self.sessions[session_id] = session
         return session
 
-    async def prompt(self, **params: Any) -> dict[str, Any]:
+    async def prompt(self, params: dict[str, Any]) -> dict[str, Any]:
         self._require_initialized()
         session_id = certain_session_id(params, "prompt")
         if session_id is not None:
@@ -210,7 +213,7 @@ class Server:
         stop_reason = await session.run_turn(turn)
         return {"stopReason": stop_reason}
 
-    async def cancel(self, **params: Any) -> None:
+    async def cancel(self, params: dict[str, Any]) -> None:
         session_id = certain_session_id(params)
         if session_id is None:
             from agent.acp.protocol import SessionIdParams

@@ -107,7 +107,9 @@ class Connection:
         self.closed = anyio.Event()
 
     def register(self, method: str, handler: Handler) -> None:
-        """`handler(**params)` returns the result; it raises RpcError to answer an error."""
+        """`handler(params)` returns the result; it raises RpcError to answer an error.
+
+        `params` is the request's params object as one dict: data, never Python arguments."""
         self._methods[method] = _adapt(handler)
 
     # -- sending ------------------------------------------------------------------------------
@@ -478,9 +480,9 @@ def _adapt(handler: Handler) -> Handler:
     """Wrap a handler so RpcError becomes the dispatch's JSON-RPC error and results are wrapped."""
     from agent.acp.dispatch import Success
 
-    async def method(**params: Any) -> Any:
+    async def method(params: dict[str, Any]) -> Any:
         try:
-            result = await handler(**params)
+            result = await handler(params)
         except RpcError as exc:
             raise JsonRpcError(
                 exc.code, exc.message, exc.data if exc.data is not None else _NODATA

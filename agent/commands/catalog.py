@@ -1,5 +1,7 @@
-"""A session's slash commands: the built-ins, then the project's and the user's command files,
-then the MCP servers' prompts; and the `available_commands_update` that lists them.
+"""A session's slash commands: the built-ins, the user's command files, the MCP servers'
+prompts (the user's, through the editor), then the project's command files; and the
+`available_commands_update` that lists them. In a name clash the earlier wins: a cloned
+repository cannot replace what the user set up.
 
 Importing this module is cheap (no pydantic, no model client, no MCP SDK).
 """
@@ -57,7 +59,7 @@ class CommandSet:
             CommandFolder(cwd / PROJECT_FOLDER, "project", confine=cwd),
             CommandFolder(user_folder(), "user"),
         )
-        self.files: list[UserCommand] = []  # project first: it wins a name clash
+        self.files: list[UserCommand] = []  # the command files of both folders
         self.prompts: list[Command] = []  # the MCP servers' prompts (agent.commands.mcp)
         self.sent: list[dict[str, Any]] | None = None  # the list the editor has
         self.watching = False  # told when the MCP servers' prompts change
@@ -65,16 +67,18 @@ class CommandSet:
         self._scanning = False  # a scan runs in a worker thread (maybe abandoned, stuck)
 
     def commands(self) -> dict[str, Command]:
-        """By name, in the order the editor lists them; a built-in wins a name clash."""
+        """By name, in the order the editor lists them. In a name clash the first wins: a
+        built-in, then the user's command files, the MCP prompts, the project's files last."""
+
+        def of(source: str) -> list[Command]:
+            return [
+                Command(f.name, f.description, f.hint, f.source, file=f, needs_model=True)
+                for f in self.files
+                if f.source == source
+            ]
+
         found: dict[str, Command] = {}
-        for command in BUILTINS:
-            found.setdefault(command.name, command)
-        for file in self.files:
-            command = Command(
-                file.name, file.description, file.hint, file.source, file=file, needs_model=True
-            )
-            found.setdefault(file.name, command)
-        for command in self.prompts:
+        for command in (*BUILTINS, *of("user"), *self.prompts, *of("project")):
             found.setdefault(command.name, command)
         return found
 

@@ -9,7 +9,6 @@ the task that started it.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import logging
 import math
@@ -53,7 +52,57 @@ async def _spawn_and_note(
     assert _sdk_spawn is not None
     process = await _sdk_spawn(command, args, env, errlog, cwd)
     _spawned[id(errlog)] = process.pid
+    # anyio's asyncio Process keeps its stdout in `_stdout` (its `stdout` property returns
+    # it); the SDK wants the Process itself (it checks the type to kill the group).
+    if getattr(process, "_stdout", None) is not None:
+        process._stdout = _LineStream(process._stdout)
     return process
+
+
+MAX_MESSAGE = 128_000_000  # bytes of one message from a stdio server (one line)
+_READ = 1 << 20  # bytes asked of the pipe at a time
+
+
+class _LineStream:
+    """A server's stdout that hands the SDK whole lines, at most MAX_MESSAGE bytes.
+
+    The SDK adds each chunk it reads to the part of the line it holds and splits the sum, so a
+    message of many chunks cost time quadratic in its size (a 30 MB result: minutes) and
+    memory without bound (a line that never ends). Here a line is gathered once, in a
+    bytearray, and a longer one ends the connection.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._pending = bytearray()
+        self._too_long = False
+
+    async def receive(self, max_bytes: int = _READ) -> bytes:
+        if self._too_long:  # the SDK's drain after the failure: pass the rest through
+            return bytes(await self._stream.receive(_READ))
+        while True:
+            try:
+                chunk = await self._stream.receive(_READ)
+            except anyio.EndOfStream:
+                if not self._pending:
+                    raise
+                rest = bytes(self._pending)
+                self._pending.clear()
+                return rest
+            end = chunk.rfind(b"\n")
+            if end >= 0:
+                lines = bytes(self._pending + chunk[: end + 1])
+                self._pending[:] = chunk[end + 1 :]
+                return lines
+            self._pending += chunk
+            if len(self._pending) > MAX_MESSAGE:
+                self._pending = bytearray()
+                self._too_long = True
+                log.warning("an MCP server sent a message over %d bytes; disconnected", MAX_MESSAGE)
+                raise anyio.BrokenResourceError(f"a message over {MAX_MESSAGE} bytes")
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
 
 
 if _sdk_spawn is not None:  # a private SDK function: without it, the SDK's own shutdown only
@@ -68,6 +117,9 @@ def _kill_group(pid: int) -> None:
 
 MAX_RESTARTS = 3  # a crashed server comes back on next use at most this often
 STDERR_LINES = 12  # what a failure report quotes of the server's stderr
+STDERR_TAIL = 8 * 1024  # bytes of the server's stderr kept for that (a tail, by bytes)
+STDERR_LINE = 500  # bytes of one stderr line logged
+STDERR_READ = 64 * 1024  # bytes read at a time: a line without end never grows memory
 START_LIMIT = 60.0  # seconds a server may take to start before it is given up on
 RELIST_TIMEOUT = 10.0  # seconds for tools/list after `tools/list_changed`
 
@@ -77,11 +129,15 @@ class ServerUnavailable(Exception):
 
 
 class StderrTail:
-    """A stdio server's stderr: logged line by line, the last lines kept for failure reports."""
+    """A stdio server's stderr: logged line by line (each cut to STDERR_LINE bytes), its last
+    STDERR_TAIL bytes kept for failure reports. Read in chunks, never by line: a server that
+    writes hundreds of MB without a newline costs no memory."""
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.lines: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
+        self.tail = bytearray()
+        self._line = bytearray()  # the start of the line being written
+        self._line_length = 0  # its full length so far
         read_fd, write_fd = os.pipe()
         self.writer: IO[str] = os.fdopen(write_fd, "w")
         self._reader = threading.Thread(
@@ -90,11 +146,44 @@ class StderrTail:
         self._reader.start()
 
     def _pump(self, fd: int) -> None:
-        with open(fd, encoding="utf-8", errors="replace") as pipe:
-            for line in pipe:
-                line = line.rstrip()
-                self.lines.append(line[:500])
-                log.debug("mcp %s stderr: %s", self.name, line)
+        with open(fd, "rb", buffering=0) as pipe:
+            while chunk := pipe.read(STDERR_READ):
+                self.tail += chunk
+                del self.tail[: max(0, len(self.tail) - STDERR_TAIL)]
+                self._log_lines(chunk)
+        if self._line_length:
+            self._log_line()
+
+    def _log_lines(self, chunk: bytes) -> None:
+        *ended, rest = chunk.split(b"\n")
+        for part in ended:
+            self._take(part)
+            self._log_line()
+        self._take(rest)
+
+    def _take(self, part: bytes) -> None:
+        self._line += part[: max(0, STDERR_LINE - len(self._line))]
+        self._line_length += len(part)
+
+    def _log_line(self) -> None:
+        text = self._line.decode("utf-8", errors="replace").rstrip()
+        if self._line_length > STDERR_LINE:
+            text += f" … ({self._line_length:,} bytes)"
+        log.debug("mcp %s stderr: %s", self.name, text)
+        self._line.clear()
+        self._line_length = 0
+
+    @property
+    def lines(self) -> list[str]:
+        """The last STDERR_LINES lines of the tail; of a longer line, its last STDERR_LINE
+        characters (where a message that follows a flood of output is)."""
+        text = bytes(self.tail).decode("utf-8", errors="replace")
+        lines = [line.rstrip() for line in text.rstrip("\n").split("\n")]
+        return [
+            line if len(line) <= STDERR_LINE else "…" + line[-STDERR_LINE:]
+            for line in lines
+            if line
+        ][-STDERR_LINES:]
 
     def close_writer(self) -> None:
         """Drop our copy of the write end once the server has its own (or never started)."""

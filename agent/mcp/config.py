@@ -37,8 +37,13 @@ class HttpServer:
 ServerConfig = StdioServer | HttpServer
 
 
-def parse_servers(entries: list[dict[str, Any]]) -> list[ServerConfig]:
-    """The usable entries, in order; each unusable one is logged with the reason and skipped."""
+def parse_servers(
+    entries: list[dict[str, Any]], inherit: dict[str, str] | None = None
+) -> list[ServerConfig]:
+    """The usable entries, in order; each unusable one is logged with the reason and skipped.
+
+    A stdio server's environment is the SDK's short list of safe variables (PATH, HOME, ...),
+    `inherit` (the user's `pass_env`), then exactly the `env` the client gave for it."""
     servers: list[ServerConfig] = []
     seen: set[str] = set()
     for index, entry in enumerate(entries):
@@ -53,6 +58,8 @@ def parse_servers(entries: list[dict[str, Any]]) -> list[ServerConfig]:
             log.warning("MCP server %s skipped: another server has the same name", server.name)
             continue
         seen.add(key)
+        if inherit and isinstance(server, StdioServer):
+            server = StdioServer(server.name, server.command, server.args, inherit | server.env)
         servers.append(server)
     return servers
 

@@ -48,7 +48,7 @@ async def choose(session: Session, option_id: str, value: str) -> None:
         if value not in MODES:
             raise _unknown_value("mode", value, MODES)
         mode_changed = value != session.mode
-        session.mode = value
+        session.mode = session.saved_mode = value
     elif option_id == "model":
         pick = await _find_model(session, value)
         session.choices.provider = pick.provider

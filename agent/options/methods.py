@@ -24,7 +24,7 @@ class OptionMethods:
         connection.register("session/set_config_option", self.set_config_option)
         connection.register("session/set_mode", self.set_mode)
 
-    async def set_config_option(self, **params: Any) -> dict[str, Any]:
+    async def set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
         from agent.options.params import SetConfigOptionParams
 
         parsed = self.parse(SetConfigOptionParams, params)
@@ -35,7 +35,7 @@ class OptionMethods:
         await choose(session, parsed.config_id, parsed.value)
         return {"configOptions": answered_options(session)}
 
-    async def set_mode(self, **params: Any) -> dict[str, Any]:
+    async def set_mode(self, params: dict[str, Any]) -> dict[str, Any]:
         from agent.options.params import SetModeParams
 
         parsed = self.parse(SetModeParams, params)

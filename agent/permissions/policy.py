@@ -8,7 +8,8 @@ Modes, from strictest:
 - accept-edits: edits inside the workspace run unasked; commands and fetches ask.
 - full-access: nothing asks.
 Whatever the mode (but full-access), a call touching a path outside the session's workspace
-asks, and so does a change under a protected folder (`.git/`, `.heron/`) even in accept-edits.
+asks, and so does a change under a protected folder (`.git/`, `.heron/`, Heron's own config
+folder when the workspace holds it: a thread opened on $HOME) even in accept-edits.
 For those, "always" remembers the tool on that exact path only: an "always" given for ordinary
 edits does not cover them, and one given for them covers nothing else.
 
@@ -20,12 +21,14 @@ of the action.
 from __future__ import annotations
 
 import enum
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agent.acp.protocol import PermissionOption
+from agent.config import default_config_path
 from agent.permissions.commands import describe_key as describe_command_key
 from agent.permissions.workspace import inside, under
 from agent.sandbox import available as sandbox_available
@@ -36,6 +39,13 @@ from agent.tools.base import Safety, Tool, ToolContext
 PROTECTED_DIRS = frozenset((".git", ".heron"))
 # Between a key and the one path it is limited to; a NUL is in no command key or path.
 PATH_SEP = "\x00"
+
+
+def mcp_key(server: str, tool: str) -> str:
+    """The key of one tool of one MCP server: the two names as a JSON array, so no pair of
+    names can spell another pair (`gh:enterprise` + `list_repos` is not `gh` +
+    `enterprise:list_repos`)."""
+    return "mcp:" + json.dumps([server, tool], ensure_ascii=False)
 
 
 class Decision(enum.Enum):
@@ -89,7 +99,8 @@ def decide(
     paths = tool.paths(args, ctx)
     outside = [path for path in paths if not inside(path, roots)]
     if safety is not Safety.READ_ONLY:
-        outside += [p for p in paths if p not in outside and _protected(p, roots)]
+        config = heron_config_paths(ctx.settings)
+        outside += [p for p in paths if p not in outside and _protected(p, roots, config)]
     if outside:
         # "Always" for a call outside the workspace or on a protected path covers that tool on
         # those exact paths only: it neither widens nor is widened by what was allowed inside.
@@ -120,11 +131,25 @@ def decide(
     return Verdict(Decision.ASK, keys=keys)
 
 
-def _protected(path: Path, roots: list[Path]) -> bool:
-    """Under `.git/` or `.heron/` of the workspace, as written or with symlinks followed.
+def heron_config_paths(settings: Any) -> list[Path]:
+    """Heron's configuration: its config folder (`config.toml`, `commands/`), and the config
+    file it was started with when that lies elsewhere (`--config`, HERON_CONFIG)."""
+    paths = [default_config_path().parent]
+    if settings is not None and getattr(settings, "config_file", None):
+        paths.append(Path(os.path.abspath(settings.config_file)))
+    return paths
+
+
+def _protected(path: Path, roots: list[Path], config: list[Path]) -> bool:
+    """Under `.git/` or `.heron/` of the workspace, or under Heron's configuration, as written
+    or with symlinks followed.
 
     Compared case-insensitively: on macOS and Windows `.GIT/config` is `.git/config`."""
     for candidate in (path, Path(os.path.realpath(path))):
+        for place in config:
+            for base in (place, Path(os.path.realpath(place))):
+                if under(candidate, base):
+                    return True
         for root in roots:
             for base in (root, Path(os.path.realpath(root))):
                 if under(candidate, base):
@@ -169,11 +194,15 @@ def _label(key: str) -> str:
     key, limited, path = key.partition(PATH_SEP)
     family, sep, detail = key.partition(":")
     if not sep:
-        what = f"`{key}`" + ("" if limited else " in the workspace (not .git/ or .heron/)")
+        where = " in the workspace (not .git/, .heron/ or Heron's config)"
+        what = f"`{key}`" + ("" if limited else where)
     elif family in ("bash", "bash-exact"):
         what = describe_command_key(key)
     elif family == "fetch":
         what = f"fetches from `{detail}`"
+    elif family == "mcp":
+        server, tool = json.loads(detail)
+        what = f"tool `{tool}` of MCP server `{server}`"
     else:
         what = f"`{detail}`"
     return f"{what} on exactly `{path}`" if limited else what

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agent.acp.params import run_mode
 from agent.acp.wire import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 from agent.commands import announce_after_answer
 from agent.options.apply import opened
@@ -88,18 +89,18 @@ class SessionStore:
 
     # -- methods -------------------------------------------------------------------------------
 
-    async def load(self, **params: Any) -> dict[str, Any]:
+    async def load(self, params: dict[str, Any]) -> dict[str, Any]:
         session, stored = await self._restore(params)
         connection = session.connection
         for update in replay_updates(stored.transcript):
             connection.notify("session/update", {"sessionId": session.id, "update": update})
         return opened(session)
 
-    async def resume(self, **params: Any) -> dict[str, Any]:
+    async def resume(self, params: dict[str, Any]) -> dict[str, Any]:
         session, _ = await self._restore(params)
         return opened(session)
 
-    async def list(self, **params: Any) -> dict[str, Any]:
+    async def list(self, params: dict[str, Any]) -> dict[str, Any]:
         from agent.store.params import ListSessionsParams
 
         parsed = self.parse(ListSessionsParams, params)
@@ -122,7 +123,7 @@ class SessionStore:
             result["nextCursor"] = _encode_cursor(last.updated_at, last.id)
         return result
 
-    async def close(self, **params: Any) -> dict[str, Any]:
+    async def close(self, params: dict[str, Any]) -> dict[str, Any]:
         from agent.store.params import SessionIdOnly
 
         parsed = self.parse(SessionIdOnly, params)
@@ -132,7 +133,7 @@ class SessionStore:
             await _end(session)
         return {}
 
-    async def delete(self, **params: Any) -> dict[str, Any]:
+    async def delete(self, params: dict[str, Any]) -> dict[str, Any]:
         from agent.store.params import SessionIdOnly
 
         parsed = self.parse(SessionIdOnly, params)
@@ -180,8 +181,8 @@ class SessionStore:
         session = self.make_session(session_id, cwd, parsed.mcp_servers)
         session.additional_directories = [Path(d) for d in parsed.additional_directories]
         restore(session, stored, self.attach(session))
-        if mode := _requested_mode(params):
-            session.mode = mode
+        if mode := run_mode(params):
+            session.mode = mode  # for this run only: the saved mode stays the stored one
         announce_after_answer(session)  # the slash commands
         log.info("session %s restored (%d messages)", session_id, len(stored.history))
         return session, stored
@@ -231,18 +232,6 @@ async def _end(session: Session) -> None:
     its last step."""
     await session.aclose()
     await session.wait_idle()
-
-
-def _requested_mode(params: dict[str, Any]) -> str | None:
-    """`_meta.heron.mode`: the mode a client wants the restored session to run in instead of
-    the stored one (`heron exec --continue`: this run's --mode or --yes). The client answers
-    every permission question anyway, so this grants it nothing it could not do already."""
-    from agent.config import MODES
-
-    meta = params.get("_meta")
-    heron = meta.get("heron") if isinstance(meta, dict) else None
-    mode = heron.get("mode") if isinstance(heron, dict) else None
-    return mode if mode in MODES else None
 
 
 def _encode_cursor(updated_at: str, session_id: str) -> str:

@@ -287,7 +287,7 @@ def _session_row(session: Session, created_at: str) -> Any:
         title=session.title and storable(session.title),
         created_at=created_at,
         updated_at=now(),
-        mode=session.mode,
+        mode=session.saved_mode,
         model=model and storable(model),
         options=session.choices.saved(),
     )
@@ -300,7 +300,7 @@ def restore(session: Session, stored: StoredSession, saver: Saver) -> None:
     session.title = stored.row.title
     session.undo.restore(stored.undo)
     if stored.row.mode:
-        session.mode = stored.row.mode
+        session.mode = session.saved_mode = stored.row.mode
     session.choices.restore(stored.row.options)
     for update in stored.transcript:
         if update.get("sessionUpdate") == "tool_call" and update.get("toolCallId"):

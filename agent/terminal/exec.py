@@ -9,7 +9,10 @@ clean `session/cancel`. The price is one interpreter start-up (about 40 ms).
 `--continue` / `--session ID` continue a stored session with `session/resume`, which restores
 the model's history without replaying it (so nothing old is printed as if it were new). The
 session runs in this run's mode (`--mode`, `--yes`, else the settings), never in the one it was
-stored with: a session once run with `--yes` must not keep full access in a later run.
+stored with: a session once run with `--yes` must not keep full access in a later run. That
+mode is sent as `_meta.heron.mode`, which lasts for this run only: the stored session keeps
+the mode it had before (or the default), so an editor that reopens it is never in full access
+because of a one-shot `--yes`.
 
 Exit codes: 0 end_turn; 1 model or runtime error; 2 usage or configuration error (an unknown
 session included); 3 max_tokens / max_turn_requests / refusal; 130 interrupted.
@@ -147,7 +150,7 @@ def main(argv: list[str]) -> int:
     agent = [sys.executable, "-m", "agent"]
     for name in AGENT_FLAGS:
         value = getattr(args, name)
-        if value is not None:
+        if value is not None and name != "mode":  # the mode goes in _meta: this run only
             agent += [f"--{name.replace('_', '-')}", str(value)]
     run = Exec(agent, cwd, prompt, args.json)
     run.mode = settings.mode
@@ -264,7 +267,8 @@ class Exec:
 
     def open_session(self) -> None:
         if self.resumed is None:
-            session = self.request("session/new", {"cwd": str(self.cwd), "mcpServers": []})
+            params = {"cwd": str(self.cwd), "mcpServers": [], **self.run_meta()}
+            session = self.request("session/new", params)
             self.session_id = session["sessionId"]
             self.trace.info(f"session {self.session_id}")
             return
@@ -272,8 +276,7 @@ class Exec:
             "sessionId": self.resumed.id,
             "cwd": str(self.cwd),
             "mcpServers": [],
-            # This run's mode, not the stored one (see the module docstring).
-            "_meta": {"heron": {"mode": self.mode}},
+            **self.run_meta(),
         }
         try:
             self.request("session/resume", params)
@@ -284,6 +287,10 @@ class Exec:
         self.session_id = self.resumed.id
         title = f": {self.resumed.title}" if self.resumed.title else ""
         self.trace.info(f"continuing session {self.session_id}{title}")
+
+    def run_meta(self) -> dict[str, Any]:
+        """This run's mode, not the stored one, and not saved (see the module docstring)."""
+        return {"_meta": {"heron": {"mode": self.mode}}}
 
     def stopped(self, reason: str | None) -> int:
         self.trace.finish()

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import codecs
 import logging
-import os
 import re
 import shutil
 import signal
@@ -38,6 +37,7 @@ from agent.acp.protocol import (
     TerminalParams,
 )
 from agent.permissions.commands import command_keys
+from agent.processes.env import command_env, withheld
 from agent.processes.tree import CommandTree, forget, open_process
 from agent.sandbox import Sandbox, blocked_hint
 from agent.tools.base import (
@@ -145,6 +145,13 @@ class Bash(Tool[BashArgs]):
 # Running in the editor's terminal
 
 
+def _client_env(ctx: ToolContext, sandbox: Sandbox | None) -> dict[str, str]:
+    """What the editor's terminal adds to its own environment: the quiet settings (and the
+    sandbox's TMPDIR), and the credentials Heron withholds blanked (the editor may have
+    started Heron with them)."""
+    return {**dict.fromkeys(withheld(ctx.settings), ""), **_extra_env(sandbox)}
+
+
 async def _run_in_client_terminal(
     args: BashArgs, ctx: ToolContext, cwd: Path, sandbox: Sandbox | None
 ) -> AsyncIterator[ToolEvent]:
@@ -154,7 +161,7 @@ async def _run_in_client_terminal(
         session_id=ctx.session_id,
         command=argv[0],
         args=argv[1:],
-        env=[EnvVariable(name=k, value=v) for k, v in _extra_env(sandbox).items()],
+        env=[EnvVariable(name=k, value=v) for k, v in _client_env(ctx, sandbox).items()],
         cwd=str(cwd),
         output_byte_limit=CLIENT_OUTPUT_LIMIT,
     )
@@ -239,7 +246,7 @@ async def _run_locally(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         cwd=cwd,
-        env={**os.environ, **_extra_env(sandbox), "TERM": "dumb", **tree.env},
+        env={**command_env(ctx.settings), **_extra_env(sandbox), "TERM": "dumb", **tree.env},
         start_new_session=True,  # its own process group: one killpg reaches most descendants
     )
     tree.attach(proc.pid)

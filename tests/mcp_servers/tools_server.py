@@ -3,7 +3,10 @@ FastMCP). Run: `python tools_server.py [stdio | streamable-http PORT | sse PORT]
 
 Environment: MARKER_DIR (a directory where the server notes its pid and its cancelled calls),
 CRASH_ON_START=1 (write to stderr, exit before the handshake), SPAWN_CHILD=SECONDS (start a
-`sleep SECONDS` child that outlives the server unless its process group is cleared).
+`sleep SECONDS` child that outlives the server unless its process group is cleared),
+EXTRA_TOOL=NAME (one more tool that changes the world, named NAME; any characters),
+LONG_DESCRIPTION=CHARS (a tool `verbose` whose description and input schema are that long),
+ENV_DUMP=1 (a tool `environment` that returns the server's environment, one VAR=value a line).
 """
 
 from __future__ import annotations
@@ -99,6 +102,52 @@ async def add_prompt(ctx: Context) -> str:
     )
     await ctx.session.send_prompt_list_changed()
     return "added"
+
+
+if extra := os.environ.get("EXTRA_TOOL"):
+    server.add_tool(lambda: f"ran {extra}", name=extra, description=f"The tool named {extra}.")
+
+if chars := int(os.environ.get("LONG_DESCRIPTION", "0")):
+
+    @server.tool(description="A wordy tool. " + "blah " * (chars // 5))
+    def verbose(text: str = "") -> str:
+        return "said"
+
+    server._tool_manager._tools["verbose"].parameters = {  # type: ignore[attr-defined]
+        "type": "object",
+        "properties": {
+            f"p{i}": {"type": "string", "description": "x" * 100} for i in range(chars // 120)
+        },
+    }
+
+if os.environ.get("ENV_DUMP"):
+
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+    def environment() -> str:
+        """The server's environment."""
+        return "\n".join(f"{k}={v}" for k, v in sorted(os.environ.items()))
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def flood(megabytes: float) -> str:
+    """A text result of that many megabytes."""
+    return "x" * int(megabytes * 1_000_000)
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def big_picture(megabytes: float) -> Image:
+    """A PNG of that many megabytes."""
+    return Image(data=b"\x89PNG\r\n\x1a\n" + b"\0" * int(megabytes * 1_000_000), format="png")
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def shout(megabytes: float) -> str:
+    """Writes that many megabytes to stderr, without a newline, then answers."""
+    chunk = "y" * 1_000_000
+    for _ in range(int(megabytes)):
+        sys.stderr.write(chunk)
+    sys.stderr.flush()
+    return "shouted"
 
 
 def main() -> None:
