@@ -238,7 +238,7 @@ class FakeSession:
         self.cwd = Path("/w")
         self.additional_directories: list[Path] = []
         self.title: str | None = "t"
-        self.mode = "ask"
+        self.mode = self.saved_mode = "ask"
         self.settings = type("S", (), {"model": "m"})()
         self.choices = type("C", (), {"saved": staticmethod(dict)})()
         self.history: list[dict[str, object]] = []
