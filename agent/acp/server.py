@@ -227,9 +227,12 @@ class Server:
             session.cancel()
 
     def _session(self, session_id: str) -> Session:
+        """The live session a request is about (a prompt, a pick): what waited since its load
+        or resume answer goes out now, before this request's own updates (`Session.notify`)."""
         session = self.sessions.get(session_id)
         if session is None:
             raise RpcError(INVALID_PARAMS, f"unknown session: {session_id}")
+        session.release_updates()
         return session
 
 

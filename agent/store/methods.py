@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.acp.wire import INVALID_PARAMS, RpcError
-from agent.commands import announce_after_answer
+from agent.commands import announce_now
 from agent.options.apply import opened
 from agent.store.replay import replay_updates
-from agent.store.saver import Saver, restore
+from agent.store.saver import Saver, restore, title_update
 from agent.store.store import Store, data_dir
 
 if TYPE_CHECKING:
@@ -78,14 +78,13 @@ class SessionStore:
 
     async def load(self, **params: Any) -> dict[str, Any]:
         session, stored = await self._restore(params)
-        connection = session.connection
         for update in replay_updates(stored.transcript):
-            connection.notify("session/update", {"sessionId": session.id, "update": update})
-        return opened(session)
+            session.notify(update)
+        return await _answer_restored(session)
 
     async def resume(self, **params: Any) -> dict[str, Any]:
         session, _ = await self._restore(params)
-        return opened(session)
+        return await _answer_restored(session)
 
     async def list(self, **params: Any) -> dict[str, Any]:
         from agent.store.params import ListSessionsParams
@@ -167,7 +166,6 @@ class SessionStore:
         restore(session, stored, self.attach(session))
         if mode := _requested_mode(params):
             session.mode = mode
-        announce_after_answer(session)  # the slash commands
         log.info("session %s restored (%d messages)", session_id, len(stored.history))
         return session, stored
 
@@ -176,6 +174,26 @@ class SessionStore:
             return await self.store.read(job)
         except Exception as exc:  # a broken file must not break the connection
             raise RpcError(INVALID_PARAMS, f"the session store cannot be read: {exc}") from exc
+
+
+async def _answer_restored(session: Session) -> dict[str, Any]:
+    """The answer to a load or resume, after everything Heron tells by itself about the
+    session: the client knows the session, so its state comes with it (the command list,
+    the title, how full the context is), and after the answer only what a prompt causes
+    (`Session.notify`). The options and mode are in the answer itself."""
+    answer = opened(session)
+    await announce_now(session)  # the slash commands (a bounded scan of the command folders)
+    if session.title:
+        session.notify(title_update(session))
+    if session.settings.llm_configured:
+        # Here, not at the top: the store's methods are imported before `session/new`.
+        from agent.context.usage import context_size, estimate_tokens
+
+        size = await context_size(session.settings)  # bounded; asked once per model
+        used = estimate_tokens(session.history)
+        session.notify({"sessionUpdate": "usage_update", "used": used, "size": size})
+    session.hold_updates()
+    return answer
 
 
 async def _end(session: Session) -> None:

@@ -108,12 +108,11 @@ class Saver:
         return None
 
     def _announce_title(self, session: Session) -> None:
-        update = {
-            "sessionUpdate": "session_info_update",
-            "title": session.title,
-            "updatedAt": now(),
-        }
-        session.connection.notify("session/update", {"sessionId": session.id, "update": update})
+        session.notify(title_update(session))
+
+
+def title_update(session: Session) -> dict[str, Any]:
+    return {"sessionUpdate": "session_info_update", "title": session.title, "updatedAt": now()}
 
 
 def _first_prompt_text(transcript: list[dict[str, Any]]) -> str:
