@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from fake_openai import text
+from acp_client import RpcError
+from fake_openai import Call, text, tool_calls
 
 STATE = {"available_commands_update", "session_info_update", "usage_update"}
 
@@ -95,3 +96,96 @@ def test_nothing_after_a_loaded_session_is_closed(heron, fake_llm, workspace):
     assert not [
         n for n in client.notifications[after_close:] if n["params"]["sessionId"] == session_id
     ]
+
+
+# -- additional directories ------------------------------------------------------------------
+
+
+def asked_ids(client) -> list[str]:
+    return [
+        r.params["toolCall"]["toolCallId"]
+        for r in client.agent_requests
+        if r.method == "session/request_permission"
+    ]
+
+
+def test_additional_directories_are_advertised(heron):
+    caps = heron(initialize=False).initialize()["agentCapabilities"]
+    assert caps["sessionCapabilities"]["additionalDirectories"] == {}
+
+
+def test_additional_directories_are_part_of_the_workspace(heron, fake_llm, workspace, tmp_path):
+    extra = tmp_path / "extra"
+    (extra / ".git").mkdir(parents=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    fake_llm.script(
+        tool_calls(
+            Call("write_file", {"path": str(extra / "new.txt"), "content": "in\n"}, id="in"),
+            Call("write_file", {"path": str(extra / ".git" / "x"), "content": "g\n"}, id="git"),
+            Call("write_file", {"path": str(outside / "o.txt"), "content": "o\n"}, id="out"),
+        ),
+        text("done"),
+    )
+    client = heron("--mode", "accept-edits")
+    result = client.request(
+        "session/new",
+        {"cwd": workspace, "mcpServers": [], "additionalDirectories": [str(extra)]},
+    )
+    session_id = result["sessionId"]
+    client.prompt(session_id, "write them")
+    # Inside the additional directory an edit needs no question; its .git/ is protected as
+    # the cwd's is, and a folder that is not in the workspace still asks.
+    assert asked_ids(client) == ["git", "out"]
+    assert (extra / "new.txt").read_text() == "in\n"
+    system = fake_llm.requests[0].body["messages"][0]["content"]
+    assert str(extra) in system
+
+    # Saved with the session: session/list returns the list.
+    [info] = [
+        s for s in client.request("session/list", {})["sessions"] if s["sessionId"] == session_id
+    ]
+    assert info["additionalDirectories"] == [str(extra)]
+
+
+@pytest.mark.parametrize("method", ["session/new", "session/load", "session/resume"])
+@pytest.mark.parametrize("bad", ["relative/dir", "{missing}", "{file}"])
+def test_bad_additional_directories_are_invalid_params(heron, workspace, tmp_path, method, bad):
+    (tmp_path / "file").write_text("x")
+    bad = bad.format(missing=tmp_path / "missing", file=tmp_path / "file")
+    client = heron()
+    params: dict[str, Any] = {"cwd": workspace, "mcpServers": [], "additionalDirectories": [bad]}
+    if method != "session/new":
+        params["sessionId"] = client.new_session(workspace)
+    with pytest.raises(RpcError) as caught:
+        client.request(method, params)
+    assert caught.value.code == -32602
+    assert "additionalDirectories" in caught.value.message
+
+
+def test_load_takes_the_requested_directories(heron, fake_llm, workspace, tmp_path):
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    session_id = stored_session(heron, fake_llm, workspace)
+    fake_llm.script(
+        tool_calls(Call("write_file", {"path": str(extra / "a.txt"), "content": "a\n"}, id="w")),
+        text("ok"),
+    )
+    client = heron()
+    client.request(
+        "session/load",
+        {
+            "sessionId": session_id,
+            "cwd": workspace,
+            "mcpServers": [],
+            "additionalDirectories": [str(extra)],
+            "_meta": {"heron": {"mode": "accept-edits"}},  # stored in "ask"
+        },
+    )
+    [info] = [
+        s for s in client.request("session/list", {})["sessions"] if s["sessionId"] == session_id
+    ]
+    assert info["additionalDirectories"] == [str(extra)]
+    client.prompt(session_id, "write")
+    assert asked_ids(client) == []
+    assert (extra / "a.txt").read_text() == "a\n"

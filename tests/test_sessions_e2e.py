@@ -87,7 +87,13 @@ def test_session_capabilities_are_advertised(heron):
     client = heron(initialize=False)
     caps = client.initialize()["agentCapabilities"]
     assert caps["loadSession"] is True
-    assert caps["sessionCapabilities"] == {"list": {}, "resume": {}, "close": {}, "delete": {}}
+    assert caps["sessionCapabilities"] == {
+        "list": {},
+        "resume": {},
+        "close": {},
+        "delete": {},
+        "additionalDirectories": {},
+    }
 
 
 def test_the_store_is_not_created_before_the_first_prompt(heron, fake_llm, workspace, heron_home):

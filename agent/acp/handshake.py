@@ -49,7 +49,13 @@ def initialize_result(terminal_auth: bool = False) -> dict[str, Any]:
             "loadSession": True,
             "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
             "mcpCapabilities": {"http": True, "sse": True},
-            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
+            "sessionCapabilities": {
+                "list": {},
+                "resume": {},
+                "close": {},
+                "delete": {},
+                "additionalDirectories": {},
+            },
         },
         # Terminal methods may be offered only to clients that said they can run them.
         "authMethods": [SETUP_METHOD] if terminal_auth else [],

@@ -72,7 +72,9 @@ class Server:
         connection.register("session/new", self.new_session)
         connection.register("session/prompt", self.prompt)
         connection.register("session/cancel", self.cancel)
-        self.store = SessionStore(settings, self.sessions, self._open_session, _parse, _check_cwd)
+        self.store = SessionStore(
+            settings, self.sessions, self._open_session, _parse, _check_cwd, check_directories
+        )
         self.store.register(connection)
         OptionMethods(connection, self._session, _parse)  # set_config_option, set_mode
 
@@ -158,9 +160,10 @@ class Server:
                 # The editor shows its login button for this error: it runs `heron setup`.
                 raise RpcError(AUTH_REQUIRED, NEEDS_SETUP)
         cwd = _check_cwd(parsed.cwd)
+        directories = check_directories(parsed.additional_directories)
         session_id = f"sess_{_uuid4_hex()}"
         session = self._open_session(session_id, cwd, parsed.mcp_servers)
-        session.additional_directories = [Path(d) for d in parsed.additional_directories]
+        session.additional_directories = directories
         self.store.attach(session)
         announce_after_answer(session)  # the slash commands
         log.info("session %s in %s", session_id, cwd)
@@ -244,17 +247,28 @@ def _uuid4_hex() -> str:
     return raw.hex()
 
 
-def _check_cwd(cwd: str) -> Path:
+def _check_cwd(cwd: str, what: str = "cwd") -> Path:
     path = Path(cwd)
     if not path.is_absolute():
-        raise RpcError(INVALID_PARAMS, f"cwd must be an absolute path, got {cwd!r}")
+        raise RpcError(INVALID_PARAMS, f"{what} must be an absolute path, got {cwd!r}")
     try:
         is_dir = path.is_dir()  # False for a NUL byte; raises for a name too long, EACCES
     except OSError as exc:
-        raise RpcError(INVALID_PARAMS, f"cwd cannot be used: {exc.strerror}") from exc
+        raise RpcError(INVALID_PARAMS, f"{what} cannot be used: {exc.strerror}") from exc
     if not is_dir:
-        raise RpcError(INVALID_PARAMS, f"cwd is not an existing directory: {cwd}")
+        raise RpcError(INVALID_PARAMS, f"{what} is not an existing directory: {cwd}")
     return Path(os.path.normpath(path))
+
+
+def check_directories(directories: list[str]) -> list[Path]:
+    """`additionalDirectories`: each checked as the cwd is (one bad entry fails the request,
+    rather than leave the user believing a folder is in the workspace), duplicates dropped."""
+    checked: list[Path] = []
+    for index, directory in enumerate(directories):
+        path = _check_cwd(directory, f"additionalDirectories[{index}]")
+        if path not in checked:
+            checked.append(path)
+    return checked
 
 
 def setup_logging(settings: Settings) -> None:

@@ -56,15 +56,24 @@ write_file for new files or complete rewrites.
 - Be concise. When you are done, say what you changed and how you verified it."""
 
 
-async def system_prompt(cwd: Path, confine: bool = True) -> str:
-    """The system prompt, with the project's AGENTS.md. `confine` (every mode but full-access):
-    only an AGENTS.md that is a regular file inside the workspace is read, so a link cannot
-    pull in (or block on) something from elsewhere."""
+async def system_prompt(
+    cwd: Path, confine: bool = True, additional_directories: list[Path] | None = None
+) -> str:
+    """The system prompt, with the project's AGENTS.md (of the cwd only: the additional
+    directories are named, their rules files are not read). `confine` (every mode but
+    full-access): only an AGENTS.md that is a regular file inside the workspace is read, so a
+    link cannot pull in (or block on) something from elsewhere."""
     text = SYSTEM_PROMPT.format(
         cwd=cwd,
         platform=f"{platform.system()} {platform.release()} ({platform.machine()})",
         date=datetime.date.today().isoformat(),
     )
+    if additional_directories:
+        listed = "\n".join(f"- {d}" for d in additional_directories)
+        text += (
+            "\n\nThese directories are part of the workspace too (use absolute paths for "
+            f"them):\n{listed}"
+        )
     for name in AGENTS_FILES:
         instructions = await anyio.to_thread.run_sync(_read_agents_file, cwd, name, confine)
         if instructions is None:

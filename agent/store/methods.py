@@ -43,12 +43,14 @@ class SessionStore:
         make_session: SessionFactory,
         parse: Callable[[type[Any], dict[str, Any]], Any],
         check_cwd: Callable[[str], Path],
+        check_directories: Callable[[list[str]], list[Path]],
     ) -> None:
         self.settings = settings
         self.sessions = sessions
         self.make_session = make_session
         self.parse = parse
         self.check_cwd = check_cwd
+        self.check_directories = check_directories
         self._store: Store | None = None
 
     @property
@@ -147,6 +149,7 @@ class SessionStore:
 
         parsed = self.parse(LoadSessionParams, params)
         cwd = self.check_cwd(parsed.cwd)
+        directories = self.check_directories(parsed.additional_directories)
         session_id = parsed.session_id
         live = self.sessions.pop(session_id, None)
         if live is not None:
@@ -162,8 +165,10 @@ class SessionStore:
             why = f" ({self.store.failure})" if self.store.failure else ""
             raise RpcError(INVALID_PARAMS, f"unknown session: {session_id}{why}")
         session = self.make_session(session_id, cwd, parsed.mcp_servers)
-        session.additional_directories = [Path(d) for d in parsed.additional_directories]
+        session.additional_directories = directories
         restore(session, stored, self.attach(session))
+        if [str(d) for d in directories] != stored.row.additional_dirs:
+            session.save()  # the request's list is the session's now (session/list shows it)
         if mode := _requested_mode(params):
             session.mode = mode
         log.info("session %s restored (%d messages)", session_id, len(stored.history))
