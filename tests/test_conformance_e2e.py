@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from acp_client import RpcError
+from acp_client import DEFAULT_CAPABILITIES, RpcError
 from fake_openai import Call, text, tool_calls
 
 STATE = {"available_commands_update", "session_info_update", "usage_update"}
@@ -189,3 +189,147 @@ def test_load_takes_the_requested_directories(heron, fake_llm, workspace, tmp_pa
     client.prompt(session_id, "write")
     assert asked_ids(client) == []
     assert (extra / "a.txt").read_text() == "a\n"
+
+
+# -- logout ----------------------------------------------------------------------------------
+
+TERMINAL_AUTH = {**DEFAULT_CAPABILITIES, "auth": {"terminal": True}}
+NO_ENV_MODEL = {"OPENAI_API_KEY": None, "OPENAI_BASE_URL": None, "HERON_MODEL": None}
+
+
+def config_file(home) -> Any:
+    path = home / ".config" / "heron" / "config.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def test_logout_is_advertised(heron):
+    caps = heron(initialize=False).initialize(TERMINAL_AUTH)["agentCapabilities"]
+    assert caps["auth"] == {"logout": {}}
+
+
+@pytest.mark.parametrize("source", ["config", "environment"])
+def test_logout_removes_the_stored_key_and_never_sends_it_again(
+    heron, fake_llm, workspace, heron_home, source
+):
+    config = config_file(heron_home)
+    key_line = 'api_key = "sk-stored-secret"\n' if source == "config" else ""
+    config.write_text(
+        f'# written by heron setup\nbase_url = "{fake_llm.base_url}"\n{key_line}'
+        'model = "fake-model"\n\n[providers.local]\nbase_url = "http://127.0.0.1:9/v1"\n'
+        'models = ["m"]\n'
+    )
+    env = dict(NO_ENV_MODEL)
+    if source == "environment":
+        env["OPENAI_API_KEY"] = "sk-stored-secret"
+    fake_llm.script(text("one"), text("two"), text("three"))
+    client = heron(env=env, client_capabilities=TERMINAL_AUTH)
+    session_id = client.new_session(workspace)
+    client.prompt(session_id, "hi")
+    assert fake_llm.requests[-1].headers["authorization"] == "Bearer sk-stored-secret"
+
+    assert client.request("logout", {}) == {}
+    kept = config.read_text()
+    assert "sk-stored-secret" not in kept
+    assert 'model = "fake-model"' in kept and "# written by heron setup" in kept
+    assert "[providers.local]" in kept
+    if source == "config":
+        assert config.stat().st_mode & 0o777 == 0o600  # rewritten: it held a key
+
+    # Neither the session that exists nor a new one (a local server needs no key) sends it.
+    client.prompt(session_id, "again")
+    client.prompt(client.new_session(workspace), "new")
+    for request in fake_llm.requests[1:]:
+        assert "sk-stored-secret" not in request.headers.get("authorization", "")
+
+
+def test_after_logout_an_endpoint_that_needs_a_key_asks_to_log_in(heron, workspace, heron_home):
+    config = config_file(heron_home)
+    config.write_text('api_key = "sk-stored-secret"\nmodel = "gpt-4o"\n')  # OpenAI itself
+    client = heron(env=NO_ENV_MODEL, client_capabilities=TERMINAL_AUTH)
+    client.new_session(workspace)
+    assert client.request("logout", {}) == {}
+    assert config.read_text() == 'model = "gpt-4o"\n'
+    with pytest.raises(RpcError) as failure:
+        client.new_session(workspace)
+    assert failure.value.code == -32000
+
+
+def test_logout_without_a_stored_key_succeeds(heron, workspace):
+    client = heron(client_capabilities=TERMINAL_AUTH)
+    assert client.request("logout", {}) == {}
+    client.new_session(workspace)
+
+
+# -- audio -----------------------------------------------------------------------------------
+
+WAV = "UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQAAAAA="  # an empty WAV file
+
+
+def audio(mime: str) -> dict[str, Any]:
+    return {"type": "audio", "data": WAV, "mimeType": mime}
+
+
+def user_parts(request) -> list[dict[str, Any]]:
+    """Every content part of the user messages of one model request."""
+    parts: list[dict[str, Any]] = []
+    for message in request.body["messages"]:
+        if message["role"] == "user":
+            content = message["content"]
+            parts += content if isinstance(content, list) else [{"type": "text", "text": content}]
+    return parts
+
+
+def test_audio_is_advertised(heron):
+    caps = heron(initialize=False).initialize()["agentCapabilities"]
+    assert caps["promptCapabilities"]["audio"] is True
+
+
+@pytest.mark.parametrize(("mime", "fmt"), [("audio/wav", "wav"), ("audio/mpeg", "mp3")])
+def test_audio_goes_to_the_model_as_input_audio(heron, fake_llm, workspace, mime, fmt):
+    fake_llm.script(text("I hear silence."))
+    client = heron()
+    session_id = client.new_session(workspace)
+    turn = client.prompt(session_id, [{"type": "text", "text": "What is this?"}, audio(mime)])
+    assert turn["stopReason"] == "end_turn"
+    assert user_parts(fake_llm.requests[0]) == [
+        {"type": "text", "text": "What is this?"},
+        {"type": "input_audio", "input_audio": {"data": WAV, "format": fmt}},
+    ]
+
+
+def test_audio_in_another_format_is_refused_readably(heron, fake_llm, workspace):
+    fake_llm.script(text("fine"))
+    client = heron()
+    session_id = client.new_session(workspace)
+    with pytest.raises(RpcError) as failure:
+        client.prompt(session_id, [audio("audio/ogg")])
+    assert failure.value.code == -32602
+    assert "audio/ogg" in failure.value.message and "WAV" in failure.value.message
+    assert fake_llm.requests == []  # nothing was sent
+    assert client.prompt(session_id, "hello")["stopReason"] == "end_turn"
+
+
+def test_a_server_that_refuses_audio_ends_the_prompt_and_the_session_goes_on(
+    heron, fake_llm, workspace
+):
+    fake_llm.rejects_audio = True
+    fake_llm.script(text("Text works."))
+    client = heron()
+    session_id = client.new_session(workspace)
+    with pytest.raises(RpcError) as failure:
+        client.prompt(session_id, [{"type": "text", "text": "Listen"}, audio("audio/wav")])
+    assert "audio" in failure.value.message
+    assert "HTTP 400" in failure.value.message  # the server's answer, as it said it
+    turn = client.prompt(session_id, "Then read this")
+    assert turn["stopReason"] == "end_turn"
+    later = user_parts(fake_llm.requests[-1])
+    assert not [p for p in later if p["type"] == "input_audio"]
+    assert {"type": "text", "text": "Listen"} in later  # the rest of that prompt stays
+    # Nor is it sent again once the session is loaded elsewhere: the saved history lost it too.
+    stop(client)
+    fake_llm.script(text("Still fine."))
+    again = heron()
+    again.request("session/load", {"sessionId": session_id, "cwd": workspace, "mcpServers": []})
+    assert again.prompt(session_id, "And now?")["stopReason"] == "end_turn"
+    assert not [p for p in user_parts(fake_llm.requests[-1]) if p["type"] == "input_audio"]

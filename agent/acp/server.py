@@ -28,7 +28,7 @@ from agent.acp.params import (
     read_prompt_blocks,
 )
 from agent.acp.params import parse as _parse
-from agent.acp.wire import INVALID_PARAMS, INVALID_REQUEST, Connection, RpcError
+from agent.acp.wire import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, Connection, RpcError
 from agent.commands import announce_after_answer
 from agent.options.apply import opened
 from agent.options.methods import OptionMethods
@@ -64,11 +64,15 @@ class Server:
         self.reload = reload  # re-reads flags, environment and config file
         self.client_capabilities = ClientCapabilities()
         self.terminal_auth = False  # the setup method was offered to this client
+        # The API key a `logout` removed: never used again in this process, wherever it comes
+        # from (the environment keeps it), until the user logs in again (`authenticate`).
+        self.forgotten_key: str | None = None
         self.sessions: dict[str, Session] = {}
         self.initialized = False
         self.model_ready: anyio.Event | None = None  # see start_warming()
         connection.register("initialize", self.initialize)
         connection.register("authenticate", self.authenticate)
+        connection.register("logout", self.logout)
         connection.register("session/new", self.new_session)
         connection.register("session/prompt", self.prompt)
         connection.register("session/cancel", self.cancel)
@@ -94,16 +98,36 @@ class Server:
         """The editor's terminal login (`heron setup`) finished: take its settings now."""
         if params.get("methodId") != SETUP_METHOD_ID:
             raise RpcError(INVALID_PARAMS, f"unknown auth method: {params.get('methodId')!r}")
+        self.forgotten_key = None
         self.reload_settings()
         if not self.settings.llm_configured and not self.settings.problem:
             raise RpcError(AUTH_REQUIRED, NEEDS_SETUP)
         return {}
 
+    async def logout(self, **params: Any) -> dict[str, Any]:
+        """ACP `logout`: remove the API key `heron setup` stored (the config file's `api_key`;
+        its other settings stay) and use the key in use no more. The next `session/new` asks
+        to log in where the endpoint needs a key, or goes on without one."""
+        from agent.config import ConfigError, config_path, remove_config_keys
+
+        self._require_initialized()
+        stored = self.settings.config_file
+        path = Path(stored) if stored else config_path()
+        try:
+            await anyio.to_thread.run_sync(remove_config_keys, path, ("api_key",))
+        except (ConfigError, OSError) as exc:
+            raise RpcError(INTERNAL_ERROR, f"cannot log out: {exc}") from exc
+        if self.settings.api_key:
+            self.forgotten_key = self.settings.api_key
+        self.reload_settings()
+        log.info("logged out: the API key is removed")
+        return {}
+
     def reload_settings(self) -> None:
         """Re-read the settings in place, so sessions that exist already see them too."""
-        if self.reload is None:
-            return
-        fresh = self.reload()
+        fresh = self.reload() if self.reload is not None else self.settings
+        if fresh.api_key is not None and fresh.api_key == self.forgotten_key:
+            fresh.api_key = None
         for name, value in vars(fresh).items():
             setattr(self.settings, name, value)
 
