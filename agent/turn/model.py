@@ -129,9 +129,15 @@ class Model:
                         finished = event
                     await session.connection.drain()  # back-pressure from a slow editor
         except LLMError as exc:
-            if not text and self._drop_refused_audio(exc):
-                raise RpcError(INTERNAL_ERROR, AUDIO_REFUSED.format(error=exc)) from exc
-            raise RpcError(INTERNAL_ERROR, str(exc)) from exc
+            if text or not self._drop_refused_audio(exc):
+                raise RpcError(INTERNAL_ERROR, str(exc)) from exc
+            # Told as the answer, and the prompt ends normally: the session goes on in text
+            # (and a client that only checks the prompt succeeds is not told it failed).
+            notice = AUDIO_REFUSED.format(error=exc)
+            self.updates.say(notice)
+            session.history.append({"role": "assistant", "content": notice})
+            self.updates.checkpoint()
+            return Reply("stop")
         finally:
             if finished is None and text:  # cut off: keep what the user already saw
                 session.history.append({"role": "assistant", "content": "".join(text)})
