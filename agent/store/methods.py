@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from agent.acp.wire import INVALID_PARAMS, RpcError
 from agent.commands import announce_now
 from agent.options.apply import opened
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("heron.store")
 
 PAGE_SIZE = 50
+METER_WAIT = 0.5  # seconds a load or resume waits for the model's context window
 
 
 # (session id, cwd, mcp servers) → a new live Session registered with the server
@@ -191,14 +194,33 @@ async def _answer_restored(session: Session) -> dict[str, Any]:
     if session.title:
         session.notify(title_update(session))
     if session.settings.llm_configured:
-        # Here, not at the top: the store's methods are imported before `session/new`.
-        from agent.context.usage import context_size, estimate_tokens
-
-        size = await context_size(session.settings)  # bounded; asked once per model
-        used = estimate_tokens(session.history)
-        session.notify({"sessionUpdate": "usage_update", "used": used, "size": size})
+        session.notify(await _context_meter(session))
     session.hold_updates()
     return answer
+
+
+async def _context_meter(session: Session) -> dict[str, Any]:
+    """`usage_update` for a restored session: the history's estimated size in the window.
+
+    The window comes from the server's model list when it answers within METER_WAIT (the
+    first time in a process the model client is still being imported, and a local server
+    may be down): else from the table, and the next prompt's update has the server's."""
+    # Here, not at the top: the store's methods are imported before `session/new`.
+    from agent.context.usage import context_size, estimate_tokens, known_window
+
+    settings = session.settings
+    asked: list[int] = []
+    answered = anyio.Event()
+
+    async def ask() -> None:
+        asked.append(await context_size(settings))  # bounded itself; asked once per model
+        answered.set()
+
+    session.connection.start_soon(ask)
+    with anyio.move_on_after(METER_WAIT):
+        await answered.wait()
+    size = asked[0] if asked else settings.context_window or known_window(settings.model)
+    return {"sessionUpdate": "usage_update", "used": estimate_tokens(session.history), "size": size}
 
 
 async def _end(session: Session) -> None:
