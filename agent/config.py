@@ -226,7 +226,10 @@ def remove_config_keys(path: Path, keys: tuple[str, ...]) -> bool:
         if i >= top or not any(pattern.match(line) for pattern in patterns)
     ]
     data = "\n".join(kept) + "\n"
-    after = tomllib.loads(data)  # never write a file that Heron itself could not read back
+    try:
+        after = tomllib.loads(data)  # never write a file that Heron itself could not read back
+    except tomllib.TOMLDecodeError:
+        after = None
     if after != {name: value for name, value in before.items() if name not in keys}:
         # Written in a form this line-based edit does not handle: change nothing.
         raise ConfigError(f"cannot remove {', '.join(keys)} from {path}; edit it by hand")
