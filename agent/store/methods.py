@@ -170,10 +170,10 @@ class SessionStore:
         session = self.make_session(session_id, cwd, parsed.mcp_servers)
         session.additional_directories = directories
         restore(session, stored, self.attach(session))
-        if [str(d) for d in directories] != stored.row.additional_dirs:
-            session.save()  # the request's list is the session's now (session/list shows it)
         if mode := _requested_mode(params):
             session.mode = mode
+        if [str(d) for d in directories] != stored.row.additional_dirs:
+            session.save()  # the request's list is the session's now (session/list shows it)
         log.info("session %s restored (%d messages)", session_id, len(stored.history))
         return session, stored
 
