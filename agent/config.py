@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from agent.options.providers import Provider
 
-MODES = ("read-only", "ask", "accept-edits", "full-access")
+MODES = ("read-only", "ask", "auto", "accept-edits", "full-access")
 DEFAULT_MODEL = "gpt-4.1"
 
 # Environment variable → setting name.
