@@ -190,7 +190,6 @@ def update_config_file(path: Path, values: dict[str, str | int | float]) -> None
     """
     import json
     import re
-    import tempfile
     import tomllib
 
     lines: list[str] = []
@@ -215,6 +214,49 @@ def update_config_file(path: Path, values: dict[str, str | int | float]) -> None
             lines[index] = line
     data = "\n".join(lines) + "\n"
     tomllib.loads(data)  # never write a file that Heron itself could not read back
+    _replace_file(path, data)
+
+
+def remove_config_keys(path: Path, keys: tuple[str, ...]) -> bool:
+    """Remove top-level keys (`api_key` on logout) from a TOML config file, keeping every other
+    line, written as `update_config_file` writes. False if the file has none of them."""
+    import re
+    import tomllib
+
+    if not path.is_file():
+        return False
+    text = path.read_text(encoding="utf-8")
+    try:
+        before = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"cannot edit {path}, it is not valid TOML ({exc}); fix it") from exc
+    if not any(key in before for key in keys):
+        return False
+    lines = text.splitlines()
+    first_table = next((i for i, line in enumerate(lines) if line.lstrip().startswith("[")), None)
+    top = len(lines) if first_table is None else first_table
+    patterns = [re.compile(rf"^\s*{re.escape(key)}\s*=") for key in keys]
+    kept = [
+        line
+        for i, line in enumerate(lines)
+        if i >= top or not any(pattern.match(line) for pattern in patterns)
+    ]
+    data = "\n".join(kept) + "\n"
+    try:
+        after = tomllib.loads(data)  # never write a file that Heron itself could not read back
+    except tomllib.TOMLDecodeError:
+        after = None
+    if after != {name: value for name, value in before.items() if name not in keys}:
+        # Written in a form this line-based edit does not handle: change nothing.
+        raise ConfigError(f"cannot remove {', '.join(keys)} from {path}; edit it by hand")
+    _replace_file(path, data)
+    return True
+
+
+def _replace_file(path: Path, data: str) -> None:
+    """Write `data` owner-only (it may hold an API key) and atomically: a temporary file in
+    the same directory, then rename, so a crash leaves the old file or the new one."""
+    import tempfile
 
     path = Path(os.path.realpath(path))  # a symlinked config (dotfiles) stays a symlink
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -89,6 +89,9 @@ class Session:
         self.title: str | None = None
         self.saver: Saver | None = None  # set by the server: saves each step (agent.store)
         self.commands: CommandSet | None = None  # its slash commands (agent.commands.catalog)
+        # After a session/load or resume answer: what Heron sends by itself waits here
+        # (the latest of each kind) for the next request about the session (see `notify`).
+        self._held: dict[str, dict[str, Any]] | None = None
 
     @property
     def transcript(self) -> list[dict[str, Any]]:
@@ -227,8 +230,39 @@ class Session:
 
     @property
     def roots(self) -> list[Path]:
-        """The workspace: paths inside need no extra permission."""
-        return [self.cwd]
+        """The workspace: the cwd and the client's additional directories (paths inside need
+        no extra permission; `.git/` and `.heron/` inside any of them are protected)."""
+        return [self.cwd, *self.additional_directories]
+
+    # -- what the client is told about the session -------------------------------------------
+
+    def notify(self, update: dict[str, Any]) -> None:
+        """The one way a `session/update` about this session leaves Heron.
+
+        - Nothing once the session is closed or deleted: a command list, a model list or a
+          title that comes late is dropped.
+        - After a `session/load` or `session/resume` answer (`hold_updates`), what Heron sends
+          by itself (command list, options, usage, title) waits for the next request about the
+          session: the client learned the session's state before that answer, and after it
+          only what a new prompt causes arrives. Only the latest of each kind is kept.
+        """
+        if self.closed:
+            return
+        if self._held is not None:
+            self._held.pop(update["sessionUpdate"], None)  # the latest goes last
+            self._held[update["sessionUpdate"]] = update
+            return
+        self.connection.notify("session/update", {"sessionId": self.id, "update": update})
+
+    def hold_updates(self) -> None:
+        """Called as a load or resume is answered: see `notify`."""
+        self._held = {}
+
+    def release_updates(self) -> None:
+        """A request about the session (a prompt, a pick): what was held goes out first."""
+        held, self._held = self._held, None
+        for update in (held or {}).values():
+            self.notify(update)
 
     async def run_turn(
         self, turn: Callable[[anyio.CancelScope], Awaitable[StopReason]]

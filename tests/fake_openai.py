@@ -370,6 +370,10 @@ class FakeOpenAI:
         # model) or "pydantic" (422 `extra_forbidden`, FastAPI servers with strict models).
         # A refused request is recorded but consumes no scripted response.
         self.reject_fields: dict[str, str] = {}
+        # Refuse a request with an `input_audio` part, as a model without audio input does
+        # (400; recorded, consumes no scripted response). The words do not say "audio": Heron
+        # must know what it sent.
+        self.rejects_audio = False
         self.props: dict[str, Any] | None = None  # llama-server's GET /props; None: 404
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self._server.daemon_threads = True
@@ -443,6 +447,8 @@ class FakeOpenAI:
             return None
 
     def _refusal(self, body: dict[str, Any]) -> Error | None:
+        if self.rejects_audio and _has_audio(body):
+            return error(400, "Invalid content part type. Supported: text, image_url.")
         for name, style in self.reject_fields.items():
             if name not in body:
                 continue
@@ -467,6 +473,16 @@ class FakeOpenAI:
         with self._lock:
             self.disconnects += 1
         self.client_gone.set()
+
+
+def _has_audio(body: dict[str, Any]) -> bool:
+    for message in body.get("messages") or ():
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list) and any(
+            isinstance(p, dict) and p.get("type") == "input_audio" for p in content
+        ):
+            return True
+    return False
 
 
 def _shutdown(sock: socket.socket) -> None:

@@ -1,7 +1,8 @@
 """Slash commands, end to end: the real `heron` over its pipes, against the fake model.
 
-The command list (`available_commands_update`) must come right after the answer that creates
-the session (Zed drops it before), and again when command files change; each built-in does
+The command list (`available_commands_update`) must come right after the `session/new` answer
+(Zed drops it before), before the answer to a load or resume (the client knows the session
+then, and learns its state with it), and again when command files change; each built-in does
 what it says; the user's command files become prompts; and unknown `/words` reach the model
 as typed. Every message is schema-checked by the harness.
 """
@@ -95,7 +96,7 @@ def test_commands_are_listed_right_after_the_session_new_answer(heron, workspace
 
 
 @pytest.mark.parametrize("method", ["session/load", "session/resume"])
-def test_commands_are_listed_right_after_load_and_resume(heron, fake_llm, workspace, method):
+def test_commands_are_listed_before_the_load_and_resume_answer(heron, fake_llm, workspace, method):
     fake_llm.script(text("Hi."))
     first = heron()
     session_id = first.new_session(workspace)
@@ -107,8 +108,8 @@ def test_commands_are_listed_right_after_load_and_resume(heron, fake_llm, worksp
     params = {"sessionId": session_id, "cwd": workspace, "mcpServers": []}
     pending = second.request_async(method, params)
     assert set(pending.result()) == {"configOptions", "modes"}  # the pickers (agent.options)
-    assert not [u for u in pending.updates() if is_commands(u)]
-    listing = wait_for_listing(second, session_id)
+    # The client knows the session: its command list comes with it (issue 16), once.
+    [listing] = [u["availableCommands"] for u in pending.updates() if is_commands(u)]
     assert [entry["name"] for entry in listing] == [*BUILTINS, "deploy"]
 
 

@@ -127,8 +127,12 @@ def test_updates_emit_spells_text_chunks_out_exactly_as_the_model_dump():
 
     sent: list[dict[str, Any]] = []
     recorded: list[dict[str, Any]] = []
-    connection = SimpleNamespace(notify=lambda method, params: sent.append(params))
-    session = SimpleNamespace(id="s1", connection=connection, record=recorded.append)
+    # What Session.notify puts on the wire for this session.
+    session = SimpleNamespace(
+        id="s1",
+        notify=lambda update: sent.append({"sessionId": "s1", "update": update}),
+        record=recorded.append,
+    )
     emitter = Updates(session)  # type: ignore[arg-type]
     updates = [
         AgentMessageChunk(content=TextContent(text="a\n")),

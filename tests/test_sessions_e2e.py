@@ -89,7 +89,13 @@ def test_session_capabilities_are_advertised(heron):
     client = heron(initialize=False)
     caps = client.initialize()["agentCapabilities"]
     assert caps["loadSession"] is True
-    assert caps["sessionCapabilities"] == {"list": {}, "resume": {}, "close": {}, "delete": {}}
+    assert caps["sessionCapabilities"] == {
+        "list": {},
+        "resume": {},
+        "close": {},
+        "delete": {},
+        "additionalDirectories": {},
+    }
 
 
 def restore_params(session_id: str, cwd: str) -> dict[str, Any]:
@@ -191,8 +197,15 @@ def test_load_replays_exactly_what_the_editor_saw_and_the_model_continues(
         "session/load", {"sessionId": session_id, "cwd": workspace, "mcpServers": []}
     )
     assert set(load.result()) == {"configOptions", "modes"}  # the pickers
-    replayed = load.updates()
-    assert turn_updates(replayed) == replayed  # only the conversation, no usage or title noise
+    before = load.updates()
+    replayed = turn_updates(before)
+    # The conversation, then the session's state (issue 16: all of it before the answer).
+    assert before[: len(replayed)] == replayed
+    assert {u["sessionUpdate"] for u in before[len(replayed) :]} == {
+        "available_commands_update",
+        "session_info_update",
+        "usage_update",
+    }
     assert editor_view(replayed) == editor_view(seen)
     calls = {u["toolCallId"]: u for u in replayed if u["sessionUpdate"] == "tool_call"}
     assert calls["edit1"]["status"] == "completed"
@@ -204,10 +217,9 @@ def test_load_replays_exactly_what_the_editor_saw_and_the_model_continues(
         "completed",
         "pending",
     ]
-    # Nothing more of the conversation arrives after the answer (only the command list).
-    time.sleep(0.3)
-    later = fresh.updates(session_id)[len(replayed) :]
-    assert [u["sessionUpdate"] for u in later] == ["available_commands_update"]
+    # Nothing arrives after the answer until the next prompt (a round trip gets that far).
+    fresh.request("session/list", {})
+    assert fresh.updates(session_id) == before
 
     # The model's history came back: the next request holds the whole conversation.
     fake_llm.script(text("Third answer."))
@@ -245,7 +257,8 @@ def test_resume_restores_the_history_without_replaying(heron, fake_llm, workspac
         "session/resume", {"sessionId": session_id, "cwd": workspace, "mcpServers": []}
     )
     assert set(resume.result()) == {"configOptions", "modes"}  # the pickers
-    assert resume.updates() == []
+    # No replay: only the session's state (command list, title, context meter).
+    assert turn_updates(resume.updates()) == []
     second.prompt(session_id, "What did I ask?")
     messages = fake_llm.requests[-1].body["messages"]
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]

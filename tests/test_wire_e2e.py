@@ -20,7 +20,7 @@ def test_initialize_negotiates_version_1_and_describes_heron(heron):
     assert result["agentInfo"]["version"]
     caps = result["agentCapabilities"]
     assert caps["loadSession"] is True
-    assert caps["promptCapabilities"] == {"image": True, "audio": False, "embeddedContext": True}
+    assert caps["promptCapabilities"] == {"image": True, "audio": True, "embeddedContext": True}
 
 
 @pytest.mark.parametrize("asked", [0, 2, 999])

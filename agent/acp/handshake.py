@@ -47,9 +47,16 @@ def initialize_result(terminal_auth: bool = False) -> dict[str, Any]:
         "protocolVersion": PROTOCOL_VERSION,
         "agentCapabilities": {
             "loadSession": True,
-            "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
+            "promptCapabilities": {"image": True, "audio": True, "embeddedContext": True},
             "mcpCapabilities": {"http": True, "sse": True},
-            "sessionCapabilities": {"list": {}, "resume": {}, "close": {}, "delete": {}},
+            "sessionCapabilities": {
+                "list": {},
+                "resume": {},
+                "close": {},
+                "delete": {},
+                "additionalDirectories": {},
+            },
+            "auth": {"logout": {}},
         },
         # Terminal methods may be offered only to clients that said they can run them.
         "authMethods": [SETUP_METHOD] if terminal_auth else [],

@@ -29,7 +29,7 @@ from agent.acp.params import (
     run_mode,
 )
 from agent.acp.params import parse as _parse
-from agent.acp.wire import INVALID_PARAMS, INVALID_REQUEST, Connection, RpcError
+from agent.acp.wire import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, Connection, RpcError
 from agent.commands import announce_after_answer
 from agent.options.apply import opened
 from agent.options.methods import OptionMethods
@@ -65,15 +65,21 @@ class Server:
         self.reload = reload  # re-reads flags, environment and config file
         self.client_capabilities = ClientCapabilities()
         self.terminal_auth = False  # the setup method was offered to this client
+        # The API key a `logout` removed: never used again in this process, wherever it comes
+        # from (the environment keeps it), until the user logs in again (`authenticate`).
+        self.forgotten_key: str | None = None
         self.sessions: dict[str, Session] = {}
         self.initialized = False
         self.model_ready: anyio.Event | None = None  # see start_warming()
         connection.register("initialize", self.initialize)
         connection.register("authenticate", self.authenticate)
+        connection.register("logout", self.logout)
         connection.register("session/new", self.new_session)
         connection.register("session/prompt", self.prompt)
         connection.register("session/cancel", self.cancel)
-        self.store = SessionStore(settings, self.sessions, self._open_session, _parse, _check_cwd)
+        self.store = SessionStore(
+            settings, self.sessions, self._open_session, _parse, _check_cwd, check_directories
+        )
         self.store.register(connection)
         OptionMethods(connection, self._session, _parse)  # set_config_option, set_mode
 
@@ -93,16 +99,36 @@ class Server:
         """The editor's terminal login (`heron setup`) finished: take its settings now."""
         if params.get("methodId") != SETUP_METHOD_ID:
             raise RpcError(INVALID_PARAMS, f"unknown auth method: {params.get('methodId')!r}")
+        self.forgotten_key = None
         self.reload_settings()
         if not self.settings.llm_configured and not self.settings.problem:
             raise RpcError(AUTH_REQUIRED, NEEDS_SETUP)
         return {}
 
+    async def logout(self, **params: Any) -> dict[str, Any]:
+        """ACP `logout`: remove the API key `heron setup` stored (the config file's `api_key`;
+        its other settings stay) and use the key in use no more. The next `session/new` asks
+        to log in where the endpoint needs a key, or goes on without one."""
+        from agent.config import ConfigError, config_path, remove_config_keys
+
+        self._require_initialized()
+        stored = self.settings.config_file
+        path = Path(stored) if stored else config_path()
+        try:
+            await anyio.to_thread.run_sync(remove_config_keys, path, ("api_key",))
+        except (ConfigError, OSError) as exc:
+            raise RpcError(INTERNAL_ERROR, f"cannot log out: {exc}") from exc
+        if self.settings.api_key:
+            self.forgotten_key = self.settings.api_key
+        self.reload_settings()
+        log.info("logged out: the API key is removed")
+        return {}
+
     def reload_settings(self) -> None:
         """Re-read the settings in place, so sessions that exist already see them too."""
-        if self.reload is None:
-            return
-        fresh = self.reload()
+        fresh = self.reload() if self.reload is not None else self.settings
+        if fresh.api_key is not None and fresh.api_key == self.forgotten_key:
+            fresh.api_key = None
         for name, value in vars(fresh).items():
             setattr(self.settings, name, value)
 
@@ -159,9 +185,10 @@ class Server:
                 # The editor shows its login button for this error: it runs `heron setup`.
                 raise RpcError(AUTH_REQUIRED, NEEDS_SETUP)
         cwd = _check_cwd(parsed.cwd)
+        directories = check_directories(parsed.additional_directories)
         session_id = f"sess_{_uuid4_hex()}"
         session = self._open_session(session_id, cwd, parsed.mcp_servers)
-        session.additional_directories = [Path(d) for d in parsed.additional_directories]
+        session.additional_directories = directories
         if mode := run_mode(params):
             session.mode = mode  # for this run only (heron exec); saved: the default
         self.store.attach(session, new=True)  # stored once the answer is out
@@ -230,9 +257,12 @@ class Server:
             session.cancel()
 
     def _session(self, session_id: str) -> Session:
+        """The live session a request is about (a prompt, a pick): what waited since its load
+        or resume answer goes out now, before this request's own updates (`Session.notify`)."""
         session = self.sessions.get(session_id)
         if session is None:
             raise RpcError(INVALID_PARAMS, f"unknown session: {session_id}")
+        session.release_updates()
         return session
 
 
@@ -244,17 +274,28 @@ def _uuid4_hex() -> str:
     return raw.hex()
 
 
-def _check_cwd(cwd: str) -> Path:
+def _check_cwd(cwd: str, what: str = "cwd") -> Path:
     path = Path(cwd)
     if not path.is_absolute():
-        raise RpcError(INVALID_PARAMS, f"cwd must be an absolute path, got {cwd!r}")
+        raise RpcError(INVALID_PARAMS, f"{what} must be an absolute path, got {cwd!r}")
     try:
         is_dir = path.is_dir()  # False for a NUL byte; raises for a name too long, EACCES
     except OSError as exc:
-        raise RpcError(INVALID_PARAMS, f"cwd cannot be used: {exc.strerror}") from exc
+        raise RpcError(INVALID_PARAMS, f"{what} cannot be used: {exc.strerror}") from exc
     if not is_dir:
-        raise RpcError(INVALID_PARAMS, f"cwd is not an existing directory: {cwd}")
+        raise RpcError(INVALID_PARAMS, f"{what} is not an existing directory: {cwd}")
     return Path(os.path.normpath(path))
+
+
+def check_directories(directories: list[str]) -> list[Path]:
+    """`additionalDirectories`: each checked as the cwd is (one bad entry fails the request,
+    rather than leave the user believing a folder is in the workspace), duplicates dropped."""
+    checked: list[Path] = []
+    for index, directory in enumerate(directories):
+        path = _check_cwd(directory, f"additionalDirectories[{index}]")
+        if path not in checked:
+            checked.append(path)
+    return checked
 
 
 def setup_logging(settings: Settings) -> None:

@@ -23,9 +23,10 @@ SETTLE = 0.05  # seconds between an answer and the command list that follows it
 
 
 def announce_after_answer(session: Session) -> None:
-    """List the session's commands right after the answer being prepared (session/new, load,
-    resume): Zed drops updates for a session it does not know yet. Nothing is imported or
-    read before that answer goes out."""
+    """List the session's commands right after the `session/new` answer: Zed drops updates
+    for a session it does not know yet. Nothing is imported or read before that answer goes
+    out. (A loaded or resumed session is known: its list comes before the answer,
+    `announce_now`.)"""
     connection = session.connection
     connection.after_answer(lambda: connection.start_soon(_announce, session))
 
@@ -34,6 +35,15 @@ async def _announce(session: Session) -> None:
     # Let the answer reach stdout (through the writer thread where stdout is a file or a
     # terminal) before the imports and the folder scan compete with it for the GIL.
     await anyio.sleep(SETTLE)
+    if session.closed:
+        return  # closed meanwhile: no scan, no update about a session that is gone
+    await announce_now(session)
+
+
+async def announce_now(session: Session) -> None:
+    """Scan the command folders and send the list (session/load, resume: before the answer)."""
+    # Imported here: this package is imported before the `session/new` answer, the scan
+    # and its imports are not needed by then.
     from agent.commands.live import refresh
 
     await refresh(session)

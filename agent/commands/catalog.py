@@ -123,5 +123,4 @@ def send_if_changed(session: Session) -> None:
     if listing == commands.sent:
         return
     commands.sent = listing
-    update = {"sessionUpdate": "available_commands_update", "availableCommands": listing}
-    session.connection.notify("session/update", {"sessionId": session.id, "update": update})
+    session.notify({"sessionUpdate": "available_commands_update", "availableCommands": listing})

@@ -1,8 +1,9 @@
 """What the model reads besides the conversation: the system prompt and the user's prompt.
 
 ACP prompt content → OpenAI message content. `text` and `resource_link` always work (Heron
-reads linked files itself, through the editor when it offers fs); `image` and embedded
-`resource` work because `initialize` advertises them.
+reads linked files itself, through the editor when it offers fs); `image`, `audio` (WAV and
+MP3: what the OpenAI API takes) and embedded `resource` work because `initialize` advertises
+them.
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ from urllib.parse import unquote, urlparse
 import anyio
 
 from agent.acp.protocol import (
+    AudioBlockIn,
     EmbeddedResourceIn,
     ImageBlockIn,
     PromptBlock,
     ResourceLinkIn,
     TextBlockIn,
 )
+from agent.acp.wire import INVALID_PARAMS, RpcError
 from agent.tools import files_io
 from agent.tools.files_backend import Files
 from agent.tools.files_io import NotAFile, NotText
@@ -35,6 +38,17 @@ MAX_ATTACHED_CHARS = 200_000  # one linked or embedded file, as the model sees i
 MAX_LINKED_LINES = 100_000
 AGENTS_FILES = ("AGENTS.md",)
 MAX_AGENTS_BYTES = 64 * 1024  # of one AGENTS.md; the rest is left out, with a note
+# The audio formats of OpenAI's `input_audio` part, by MIME type.
+AUDIO_FORMATS = {
+    "audio/wav": "wav",
+    "audio/wave": "wav",
+    "audio/x-wav": "wav",
+    "audio/vnd.wave": "wav",
+    "audio/mpeg": "mp3",
+    "audio/mp3": "mp3",
+    "audio/mpeg3": "mp3",
+}
+AUDIO_LEFT_OUT = "[audio left out: the model did not accept it]"
 
 SYSTEM_PROMPT = """\
 You are Heron, a coding agent working inside the user's editor through the Agent Client \
@@ -56,15 +70,24 @@ write_file for new files or complete rewrites.
 - Be concise. When you are done, say what you changed and how you verified it."""
 
 
-async def system_prompt(cwd: Path, confine: bool = True) -> str:
-    """The system prompt, with the project's AGENTS.md. `confine` (every mode but full-access):
-    only an AGENTS.md that is a regular file inside the workspace is read, so a link cannot
-    pull in (or block on) something from elsewhere."""
+async def system_prompt(
+    cwd: Path, confine: bool = True, additional_directories: list[Path] | None = None
+) -> str:
+    """The system prompt, with the project's AGENTS.md (of the cwd only: the additional
+    directories are named, their rules files are not read). `confine` (every mode but
+    full-access): only an AGENTS.md that is a regular file inside the workspace is read, so a
+    link cannot pull in (or block on) something from elsewhere."""
     text = SYSTEM_PROMPT.format(
         cwd=cwd,
         platform=f"{platform.system()} {platform.release()} ({platform.machine()})",
         date=datetime.date.today().isoformat(),
     )
+    if additional_directories:
+        listed = "\n".join(f"- {d}" for d in additional_directories)
+        text += (
+            "\n\nThese directories are part of the workspace too (use absolute paths for "
+            f"them):\n{listed}"
+        )
     for name in AGENTS_FILES:
         instructions = await anyio.to_thread.run_sync(_read_agents_file, cwd, name, confine)
         if instructions is None:
@@ -124,6 +147,8 @@ async def user_message(blocks: list[PromptBlock], files: Files) -> dict[str, Any
         elif isinstance(block, ImageBlockIn):
             url = f"data:{block.mime_type};base64,{block.data}"
             parts.append({"type": "image_url", "image_url": {"url": url}})
+        elif isinstance(block, AudioBlockIn):
+            parts.append(_audio(block))
         else:
             log.warning("ignoring prompt content of type %r", getattr(block, "type", "?"))
     if all(p["type"] == "text" for p in parts):
@@ -153,6 +178,39 @@ async def _linked(link: ResourceLinkIn, files: Files) -> str:
     if got.encoding:
         text = f"[not valid UTF-8; decoded as {got.encoding} (a guess)]\n{text}"
     return _attachment(str(path), text)
+
+
+def _audio(block: AudioBlockIn) -> dict[str, Any]:
+    """An OpenAI `input_audio` part; other formats than WAV and MP3 are refused (the API
+    takes only those), before anything is sent or kept."""
+    mime = block.mime_type.split(";", 1)[0].strip().lower()
+    audio_format = AUDIO_FORMATS.get(mime)
+    if audio_format is None:
+        raise RpcError(
+            INVALID_PARAMS,
+            f"Heron cannot send audio of type {block.mime_type[:80]!r} to the model: "
+            "OpenAI-compatible APIs take WAV (audio/wav) or MP3 (audio/mpeg) audio. "
+            "Convert the recording and send it again.",
+        )
+    return {"type": "input_audio", "input_audio": {"data": block.data, "format": audio_format}}
+
+
+def without_audio(history: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """`history` with every audio part replaced by a note, or None if it holds none: after a
+    server refused audio, later requests must not send it again."""
+    changed = False
+    kept: list[dict[str, Any]] = []
+    for message in history:
+        content = message.get("content")
+        if isinstance(content, list) and any(p.get("type") == "input_audio" for p in content):
+            parts = [
+                {"type": "text", "text": AUDIO_LEFT_OUT} if p.get("type") == "input_audio" else p
+                for p in content
+            ]
+            message = {**message, "content": parts}
+            changed = True
+        kept.append(message)
+    return kept if changed else None
 
 
 def _embedded(block: EmbeddedResourceIn) -> dict[str, Any]:

@@ -83,7 +83,7 @@ def status_error(status: int, body: Any, settings: Settings) -> LLMError:
         return LLMError(
             f"The model server is rate limiting requests (429), even after retries: {detail}"
         )
-    return LLMError(f"The model server answered HTTP {status}: {detail}")
+    return LLMError(f"The model server answered HTTP {status}: {detail}", status)
 
 
 def stream_error(body: Any) -> LLMError:

@@ -44,7 +44,12 @@ LLMEvent = TextDelta | ThoughtDelta | ToolCallNamed | Finished
 
 
 class LLMError(Exception):
-    """The model could not be reached or refused the request; the message says why."""
+    """The model could not be reached or refused the request; the message says why.
+    `status`: the HTTP status of a refusal that has no more specific reading."""
+
+    def __init__(self, message: str = "", status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class ContextTooLong(LLMError):

@@ -92,14 +92,16 @@ def publish(session: Session, mode_changed: bool = False) -> None:
     if session.closed:
         return
     if mode_changed:
-        _notify(session, {"sessionUpdate": "current_mode_update", "currentModeId": session.mode})
+        session.notify({"sessionUpdate": "current_mode_update", "currentModeId": session.mode})
     options = config_options(session)
     if options != session.choices.sent:
         session.choices.sent = options
-        _notify(session, {"sessionUpdate": "config_option_update", "configOptions": options})
+        session.notify({"sessionUpdate": "config_option_update", "configOptions": options})
 
 
 def _watch(session: Session) -> None:
+    if session.closed:
+        return
     _watching.add(session)
     publish(session)  # a list that arrived since the answer was built
     for endpoint in listed_endpoints(session.shared_settings):
@@ -146,10 +148,6 @@ def _save(session: Session) -> None:
     saver = session.saver
     if saver is not None and saver.in_store:
         session.save()
-
-
-def _notify(session: Session, update: dict[str, Any]) -> None:
-    session.connection.notify("session/update", {"sessionId": session.id, "update": update})
 
 
 def _unknown_value(option_id: str, value: str, known: Any) -> RpcError:

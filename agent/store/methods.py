@@ -13,12 +13,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from agent.acp.params import run_mode
 from agent.acp.wire import INTERNAL_ERROR, INVALID_PARAMS, RpcError
-from agent.commands import announce_after_answer
+from agent.commands import announce_now
 from agent.options.apply import opened
 from agent.store.replay import replay_updates
-from agent.store.saver import Saver, restore
+from agent.store.saver import Saver, restore, title_update
 from agent.store.store import LogFailure, Store, data_dir
 
 if TYPE_CHECKING:
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("heron.store")
 
 PAGE_SIZE = 50
+METER_WAIT = 0.5  # seconds a load or resume waits for the model's context window
 # A session never prompted is forgotten this long after it was opened (see README).
 UNPROMPTED_KEPT_DAYS = 7
 
@@ -47,12 +50,14 @@ class SessionStore:
         make_session: SessionFactory,
         parse: Callable[[type[Any], dict[str, Any]], Any],
         check_cwd: Callable[[str], Path],
+        check_directories: Callable[[list[str]], list[Path]],
     ) -> None:
         self.settings = settings
         self.sessions = sessions
         self.make_session = make_session
         self.parse = parse
         self.check_cwd = check_cwd
+        self.check_directories = check_directories
         self._store: Store | None = None
         self._pruned = False
 
@@ -91,14 +96,13 @@ class SessionStore:
 
     async def load(self, params: dict[str, Any]) -> dict[str, Any]:
         session, stored = await self._restore(params)
-        connection = session.connection
         for update in replay_updates(stored.transcript):
-            connection.notify("session/update", {"sessionId": session.id, "update": update})
-        return opened(session)
+            session.notify(update)
+        return await _answer_restored(session)
 
     async def resume(self, params: dict[str, Any]) -> dict[str, Any]:
         session, _ = await self._restore(params)
-        return opened(session)
+        return await _answer_restored(session)
 
     async def list(self, params: dict[str, Any]) -> dict[str, Any]:
         from agent.store.params import ListSessionsParams
@@ -164,6 +168,7 @@ class SessionStore:
 
         parsed = self.parse(LoadSessionParams, params)
         cwd = self.check_cwd(parsed.cwd)
+        directories = self.check_directories(parsed.additional_directories)
         session_id = parsed.session_id
 
         def query(conn: Any) -> StoredSession | None:
@@ -179,11 +184,12 @@ class SessionStore:
             await _end(live)  # its last steps are queued before the read below
             stored = _readable(await self._read(query), session_id, None)
         session = self.make_session(session_id, cwd, parsed.mcp_servers)
-        session.additional_directories = [Path(d) for d in parsed.additional_directories]
+        session.additional_directories = directories
         restore(session, stored, self.attach(session))
         if mode := run_mode(params):
             session.mode = mode  # for this run only: the saved mode stays the stored one
-        announce_after_answer(session)  # the slash commands
+        if [str(d) for d in directories] != stored.row.additional_dirs:
+            session.save()  # the request's list is the session's now (session/list shows it)
         log.info("session %s restored (%d messages)", session_id, len(stored.history))
         return session, stored
 
@@ -192,6 +198,45 @@ class SessionStore:
             return await self.store.read(job)
         except Exception as exc:  # a broken file must not break the connection
             raise RpcError(INVALID_PARAMS, f"the session store cannot be read: {exc}") from exc
+
+
+async def _answer_restored(session: Session) -> dict[str, Any]:
+    """The answer to a load or resume, after everything Heron tells by itself about the
+    session: the client knows the session, so its state comes with it (the command list,
+    the title, how full the context is), and after the answer only what a prompt causes
+    (`Session.notify`). The options and mode are in the answer itself."""
+    answer = opened(session)
+    await announce_now(session)  # the slash commands (a bounded scan of the command folders)
+    if session.title:
+        session.notify(title_update(session))
+    if session.settings.llm_configured:
+        session.notify(await _context_meter(session))
+    session.hold_updates()
+    return answer
+
+
+async def _context_meter(session: Session) -> dict[str, Any]:
+    """`usage_update` for a restored session: the history's estimated size in the window.
+
+    The window comes from the server's model list when it answers within METER_WAIT (the
+    first time in a process the model client is still being imported, and a local server
+    may be down): else from the table, and the next prompt's update has the server's."""
+    # Here, not at the top: the store's methods are imported before `session/new`.
+    from agent.context.usage import context_size, estimate_tokens, known_window
+
+    settings = session.settings
+    asked: list[int] = []
+    answered = anyio.Event()
+
+    async def ask() -> None:
+        asked.append(await context_size(settings))  # bounded itself; asked once per model
+        answered.set()
+
+    session.connection.start_soon(ask)
+    with anyio.move_on_after(METER_WAIT):
+        await answered.wait()
+    size = asked[0] if asked else settings.context_window or known_window(settings.model)
+    return {"sessionUpdate": "usage_update", "used": estimate_tokens(session.history), "size": size}
 
 
 def _readable(stored: StoredSession | None, session_id: str, failure: str | None) -> StoredSession:

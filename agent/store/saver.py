@@ -257,12 +257,11 @@ class Saver:
         self.last_update_text = updates[-1] if updates else self.last_update_text
 
     def _announce_title(self, session: Session) -> None:
-        update = {
-            "sessionUpdate": "session_info_update",
-            "title": session.title,
-            "updatedAt": now(),
-        }
-        session.connection.notify("session/update", {"sessionId": session.id, "update": update})
+        session.notify(title_update(session))
+
+
+def title_update(session: Session) -> dict[str, Any]:
+    return {"sessionUpdate": "session_info_update", "title": session.title, "updatedAt": now()}
 
 
 def _first_prompt_text(transcript: list[dict[str, Any]]) -> str:

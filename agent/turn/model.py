@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from agent.acp.protocol import AgentMessageChunk, AgentThoughtChunk, TextContent
 from agent.acp.wire import INTERNAL_ERROR, RpcError
 from agent.context.compaction import compact, needs_compaction
+from agent.context.prompt import without_audio
 from agent.context.usage import context_size
 from agent.llm import (
     ContextTooLong,
@@ -38,6 +39,11 @@ log = logging.getLogger("heron.turn")
 # Sessions already told that the server's template cannot take tools (told once per session).
 _told_no_tools: weakref.WeakSet[Session] = weakref.WeakSet()
 
+AUDIO_REFUSED = (
+    "The model did not accept the audio in this prompt ({error}). The audio is left out of "
+    "the conversation from now on: send the prompt again as text, or pick a model that takes "
+    "audio input."
+)
 EMPTY_ANSWER = (
     "(The model returned an empty answer: no text and no tool calls. With a local server, "
     "check its chat template.)"
@@ -123,7 +129,15 @@ class Model:
                         finished = event
                     await session.connection.drain()  # back-pressure from a slow editor
         except LLMError as exc:
-            raise RpcError(INTERNAL_ERROR, str(exc)) from exc
+            if text or not self._drop_refused_audio(exc):
+                raise RpcError(INTERNAL_ERROR, str(exc)) from exc
+            # Told as the answer, and the prompt ends normally: the session goes on in text
+            # (and a client that only checks the prompt succeeds is not told it failed).
+            notice = AUDIO_REFUSED.format(error=exc)
+            self.updates.say(notice)
+            session.history.append({"role": "assistant", "content": notice})
+            self.updates.checkpoint()
+            return Reply("stop")
         finally:
             if finished is None and text:  # cut off: keep what the user already saw
                 session.history.append({"role": "assistant", "content": "".join(text)})
@@ -157,6 +171,21 @@ class Model:
         self.updates.checkpoint()
         await self.updates.report_usage(finished.usage, messages, message.get("content") or "")
         return Reply(finished.finish_reason, calls)
+
+    def _drop_refused_audio(self, exc: LLMError) -> bool:
+        """True if the request carried audio and the server refused it (a 4xx that says
+        nothing more specific, or words about audio): the audio leaves the history, so the
+        session goes on and later prompts do not send it again."""
+        session = self.session
+        if exc.status not in (400, 415, 422) and "audio" not in str(exc).lower():
+            return False
+        history = without_audio(session.history)
+        if history is None:
+            return False
+        session.history = history
+        if session.saver is not None:
+            session.saver.history_saved = 0  # rewritten in place: saved whole at the next step
+        return True
 
     def check_tool_support(self) -> None:
         """Tell the user once if the server cannot take tools; asking it never delays the turn."""

@@ -38,7 +38,7 @@ class Updates:
             }
         else:
             message = SessionNotification(session_id=self.session.id, update=update).dump()
-        self.session.connection.notify("session/update", message)
+        self.session.notify(message["update"])
         self.session.record(message["update"])
 
     def say(self, text: str) -> None:
@@ -58,7 +58,4 @@ class Updates:
         if self.closed:
             return
         used = tokens_used(usage, messages, reply)
-        update = {"sessionUpdate": "usage_update", "used": used, "size": size}
-        self.session.connection.notify(
-            "session/update", {"sessionId": self.session.id, "update": update}
-        )
+        self.session.notify({"sessionUpdate": "usage_update", "used": used, "size": size})
