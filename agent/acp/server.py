@@ -105,7 +105,7 @@ class Server:
             raise RpcError(AUTH_REQUIRED, NEEDS_SETUP)
         return {}
 
-    async def logout(self, **params: Any) -> dict[str, Any]:
+    async def logout(self, params: dict[str, Any]) -> dict[str, Any]:
         """ACP `logout`: remove the API key `heron setup` stored (the config file's `api_key`;
         its other settings stay) and use the key in use no more. The next `session/new` asks
         to log in where the endpoint needs a key, or goes on without one."""
