@@ -15,6 +15,9 @@ if TYPE_CHECKING:
     from agent.options.providers import Provider
 
 MODES = ("read-only", "ask", "accept-edits", "full-access")
+# How the model calls tools: the API's `tools` parameter, `<tool_call>` blocks in its text
+# (agent.textcalls), or native until the server shows it cannot take tools.
+TOOL_CALL_MODES = ("auto", "native", "text")
 DEFAULT_MODEL = "gpt-4.1"
 
 # Environment variable → setting name.
@@ -30,6 +33,7 @@ ENV_VARS = {
     "HERON_MCP_STARTUP_TIMEOUT": "mcp_startup_timeout",
     "HERON_DATA_DIR": "data_dir",
     "HERON_CONTEXT_WINDOW": "context_window",
+    "HERON_TOOL_CALLS": "tool_calls",
 }
 
 
@@ -56,6 +60,7 @@ class Settings:
     log_file: str | None = None
     data_dir: str | None = None  # the session store's directory; default $XDG_DATA_HOME/heron
     context_window: int | None = None  # tokens; default: what the server or a table says
+    tool_calls: str = "auto"  # one of TOOL_CALL_MODES
     config_file: str | None = None  # the file the settings were read from, if any
     # More endpoints for the model picker: `[providers.NAME]` tables (agent.options.providers).
     providers: dict[str, Provider] = field(default_factory=dict)
@@ -132,6 +137,12 @@ def _build(values: dict[str, Any]) -> Settings:
             raise ConfigError(f"setting {name} must be a number, got {value!r}") from exc
     if settings.mode not in MODES:
         raise ConfigError(f"mode must be one of {', '.join(MODES)}, got {settings.mode!r}")
+    if settings.tool_calls not in TOOL_CALL_MODES:
+        raise ConfigError(
+            f"tool_calls must be one of {', '.join(TOOL_CALL_MODES)}, got {settings.tool_calls!r}"
+        )
+    if settings.context_window is not None and settings.context_window < 1:
+        raise ConfigError("context_window must be at least 1")
     if settings.max_turn_requests < 1:
         raise ConfigError("max_turn_requests must be at least 1")
     if settings.base_url is not None:

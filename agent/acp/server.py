@@ -30,6 +30,7 @@ from agent.acp.params import (
 from agent.acp.params import parse as _parse
 from agent.acp.wire import INVALID_PARAMS, INVALID_REQUEST, Connection, RpcError
 from agent.commands import announce_after_answer
+from agent.context.usage import learn as learn_window
 from agent.options.apply import opened
 from agent.options.methods import OptionMethods
 from agent.session import Session
@@ -179,6 +180,8 @@ class Server:
         )
         self.start_warming()
         session.model_ready = self.model_ready
+        # The server's context size, asked in the background once the model client is made.
+        learn_window(session.settings, self.connection.start_soon, self.model_ready)
         self.sessions[session_id] = session
         return session
 

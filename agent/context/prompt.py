@@ -56,14 +56,15 @@ write_file for new files or complete rewrites.
 - Be concise. When you are done, say what you changed and how you verified it."""
 
 
-async def system_prompt(cwd: Path, confine: bool = True) -> str:
+async def system_prompt(cwd: Path, confine: bool = True, today: str | None = None) -> str:
     """The system prompt, with the project's AGENTS.md. `confine` (every mode but full-access):
     only an AGENTS.md that is a regular file inside the workspace is read, so a link cannot
-    pull in (or block on) something from elsewhere."""
+    pull in (or block on) something from elsewhere. `today`: the session's first day, so the
+    prompt stays the same byte for byte until AGENTS.md changes (a prompt cache reuses it)."""
     text = SYSTEM_PROMPT.format(
         cwd=cwd,
         platform=f"{platform.system()} {platform.release()} ({platform.machine()})",
-        date=datetime.date.today().isoformat(),
+        date=today or datetime.date.today().isoformat(),
     )
     for name in AGENTS_FILES:
         instructions = await anyio.to_thread.run_sync(_read_agents_file, cwd, name, confine)

@@ -79,7 +79,9 @@ class Turn:
         self.check_configured()
         session.history.append(await user_message(blocks, session.files))
         # Read AGENTS.md once per turn, not on every model request of the turn.
-        prompt = await system_prompt(session.cwd, confine=session.mode != "full-access")
+        prompt = await system_prompt(
+            session.cwd, confine=session.mode != "full-access", today=session.started_on
+        )
         self.model.system = {"role": "system", "content": prompt}
         if record:
             self.record_prompt(blocks)
