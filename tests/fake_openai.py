@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import re
 import select
 import socket
 import threading
@@ -196,8 +197,12 @@ def tool_calls(
         for c in calls:
             # Arguments given as str go in verbatim: broken JSON makes a broken block.
             args = c.arguments if isinstance(c.arguments, str) else json.dumps(c.arguments)
+            # An id given to the Call goes in the block as Mistral's format has it, so tests
+            # can name the call in text mode too.
+            extra = f', "id": {json.dumps(c.id)}' if c.id else ""
             parts.append(
-                f'<tool_call>\n{{"name": {json.dumps(c.name)}, "arguments": {args}}}\n</tool_call>'
+                f'<tool_call>\n{{"name": {json.dumps(c.name)}, "arguments": {args}{extra}}}\n'
+                "</tool_call>"
             )
         written = (text + "\n" if text else "") + "\n".join(parts)
         pieces_ = [written[i : i + 5] for i in range(0, len(written), 5)]
@@ -281,7 +286,8 @@ def as_text_calls(resp: Streamed) -> Streamed:
             key = part.get("index", part.get("id"))
             if key is None:
                 key = max(calls, default=0)
-            call = calls.setdefault(key, {"name": "", "arguments": ""})
+            call = calls.setdefault(key, {"name": "", "arguments": "", "id": ""})
+            call["id"] = call["id"] or part.get("id") or ""
             function = part.get("function") or {}
             if len(function.get("name") or "") > len(call["name"]):
                 call["name"] = function["name"]
@@ -294,7 +300,7 @@ def as_text_calls(resp: Streamed) -> Streamed:
             arguments: Any = json.loads(call["arguments"] or "{}")
         except ValueError:
             arguments = call["arguments"]  # broken JSON stays broken
-        made.append(Call(call["name"], arguments))
+        made.append(Call(call["name"], arguments, id=call["id"] or None))
     return tool_calls(*made, text="".join(text_parts), style="text", usage=resp.usage)
 
 
@@ -424,6 +430,7 @@ class FakeOpenAI:
         # Answer every scripted tool-call stream as `<tool_call>` text instead (a model without
         # native tool calling; `as_text_calls`), so native scenarios run in text mode too.
         self.text_tool_calls = False
+        self.text_call_ids: list[str] = []  # the ids of the calls written as text, in order
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self._server.daemon_threads = True
         self._server.fake = self  # type: ignore[attr-defined]
@@ -628,6 +635,10 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(response, Streamed):
             if self.fake.text_tool_calls:
                 response = as_text_calls(response)
+                written = "".join(d.get("content") or "" for d in response.deltas)
+                ids = re.findall(r'"id": "([^"]*)"}\n</tool_call>', written)
+                with self.fake._lock:
+                    self.fake.text_call_ids.extend(ids)
             return self._stream(_events(response, body), response.delay, comment=response.comment)
         if isinstance(response, Disconnect):
             events = _events(response.after, body)[: response.chunks]

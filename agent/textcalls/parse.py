@@ -82,7 +82,9 @@ def call_of(body: str, index: int) -> RawToolCall:
         return RawToolCall(index, f"call_text_{index}", match.group(1) if match else "", raw)
     arguments = block.get("arguments", block.get("parameters", {}))
     text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
-    return RawToolCall(index, f"call_text_{index}", block["name"], text)
+    # An id of the model's own (Mistral's format has one) names the call; else one is made.
+    call_id = block.get("id") if isinstance(block.get("id"), str) and block["id"] else None
+    return RawToolCall(index, call_id or f"call_text_{index}", block["name"], text)
 
 
 def is_text_call(call: RawToolCall) -> bool:
