@@ -88,11 +88,14 @@ def shorten(
 ) -> tuple[list[dict[str, Any]], int]:
     """The history with every message bigger than `limit` characters shortened where it is
     (the others unchanged, the same objects); and how many were shortened. `tools_only`:
-    only tool calls and their results (what the user wrote is summarized, not cut)."""
+    only tool calls and their results (what the user wrote is summarized, not cut). The
+    user's latest request is never cut."""
     shortened: list[dict[str, Any]] = []
     count = 0
-    for message in history:
-        if tools_only and not (message.get("tool_calls") or message.get("role") == "tool"):
+    request = max((i for i, m in enumerate(history) if m.get("role") == "user"), default=-1)
+    for index, message in enumerate(history):
+        keep = tools_only and not (message.get("tool_calls") or message.get("role") == "tool")
+        if keep or index == request:
             shortened.append(message)
             continue
         if len(json.dumps(message, ensure_ascii=False)) > limit:
