@@ -30,7 +30,6 @@ from agent.acp.params import (
 from agent.acp.params import parse as _parse
 from agent.acp.wire import INVALID_PARAMS, INVALID_REQUEST, Connection, RpcError
 from agent.commands import announce_after_answer
-from agent.context.usage import learn as learn_window
 from agent.options.apply import opened
 from agent.options.methods import OptionMethods
 from agent.session import Session
@@ -180,10 +179,19 @@ class Server:
         )
         self.start_warming()
         session.model_ready = self.model_ready
-        # The server's context size, asked in the background once the model client is made.
-        learn_window(session.settings, self.connection.start_soon, self.model_ready)
+        self.connection.start_soon(self._learn_window, session)
         self.sessions[session_id] = session
         return session
+
+    async def _learn_window(self, session: Session) -> None:
+        """Ask the server for its context size in the background, once the warm-up has made
+        the model client (and imported what this needs: not on the session/new path)."""
+        if session.model_ready is None:
+            return
+        await session.model_ready.wait()
+        from agent.context.usage import learn
+
+        learn(session.settings, self.connection.start_soon)
 
     async def prompt(self, **params: Any) -> dict[str, Any]:
         self._require_initialized()

@@ -89,22 +89,18 @@ async def context_size(settings: Settings, session_limit: int | None = None) -> 
     return _told.get(key) or known_window(settings.model)
 
 
-def learn(settings: Settings, start_soon: Any, ready: anyio.Event | None = None) -> None:
+def learn(settings: Settings, start_soon: Any) -> None:
     """Ask the server for its context size once per endpoint and model, in the background
-    (`start_soon`, at session/new), once `ready` (the model client made by the warm-up)."""
+    (`start_soon`: when a session opens)."""
     key = _key(settings)
     if key in _told or key in _asking or settings.context_window or not settings.llm_configured:
         return
     _asking[key] = anyio.Event()
-    start_soon(_learn, settings, key, ready)
+    start_soon(_learn, settings, key)
 
 
-async def _learn(
-    settings: Settings, key: tuple[str | None, str], ready: anyio.Event | None = None
-) -> None:
+async def _learn(settings: Settings, key: tuple[str | None, str]) -> None:
     try:
-        if ready is not None:
-            await ready.wait()
         with anyio.move_on_after(10):
             _told[key] = await _server_window(settings)
     finally:
