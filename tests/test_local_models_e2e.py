@@ -241,9 +241,11 @@ def test_auto_switches_to_text_when_the_server_refuses_tools(heron, fake_llm, wo
     notices = [c for c in chunks(turn["updates"]) if "<tool_call> blocks" in c]
     assert len(notices) == 1 and "refused the tools parameter" in notices[0]
     assert list(final_statuses(turn["updates"]).values()) == ["completed"]
-    # Remembered for the endpoint and model: another session starts in text mode.
-    client.prompt(client.new_session(workspace), "hi")
+    # Remembered for the endpoint and model: another session starts in text mode (told why).
+    turn = client.prompt(client.new_session(workspace), "hi")
     assert "tools" not in fake_llm.requests[-1].body
+    notices = [c for c in chunks(turn["updates"]) if "<tool_call> blocks" in c]
+    assert len(notices) == 1 and "refused the tools parameter" in notices[0]
     assert len(fake_llm.requests) == 4
 
 

@@ -12,7 +12,7 @@ per endpoint and model, which way a request goes.
 """
 
 from agent.textcalls.describe import tools_prompt
-from agent.textcalls.mode import Switch, parses_text, switch_to_text, uses_text
+from agent.textcalls.mode import Switch, parses_text, switch_to_text, switched, uses_text
 from agent.textcalls.parse import is_text_call, text_tool_calls
 from agent.textcalls.render import as_text
 
@@ -22,6 +22,7 @@ __all__ = [
     "is_text_call",
     "parses_text",
     "switch_to_text",
+    "switched",
     "text_tool_calls",
     "tools_prompt",
     "uses_text",

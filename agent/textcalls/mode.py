@@ -12,8 +12,6 @@ from enum import Enum
 
 from agent.config import Settings
 
-_text_for: set[tuple[str | None, str]] = set()  # (base_url, model) switched to text in auto
-
 
 class Switch(Enum):
     """Why `auto` switched to text, as the user is told."""
@@ -21,6 +19,10 @@ class Switch(Enum):
     REFUSED = "the model server refused the tools parameter"
     TEMPLATE = "the model server reports that its chat template cannot take tools"
     WRITTEN = "the model wrote its tool calls as text"
+
+
+# (base_url, model) → why `auto` switched it to text, for the rest of the process.
+_text_for: dict[tuple[str | None, str], Switch] = {}
 
 
 def uses_text(settings: Settings) -> bool:
@@ -35,10 +37,17 @@ def parses_text(settings: Settings) -> bool:
     return settings.tool_calls != "native"
 
 
-def switch_to_text(settings: Settings) -> bool:
+def switch_to_text(settings: Settings, why: Switch) -> bool:
     """In `auto`: use text for this endpoint and model from now on; True if that is news."""
     key = (settings.base_url, settings.model)
     if settings.tool_calls != "auto" or key in _text_for:
         return False
-    _text_for.add(key)
+    _text_for[key] = why
     return True
+
+
+def switched(settings: Settings) -> Switch | None:
+    """Why `auto` uses text for this endpoint and model; None when it does not."""
+    if settings.tool_calls != "auto":
+        return None
+    return _text_for.get((settings.base_url, settings.model))

@@ -41,6 +41,7 @@ from agent.textcalls import (
     is_text_call,
     parses_text,
     switch_to_text,
+    switched,
     text_tool_calls,
     tools_prompt,
     uses_text,
@@ -147,15 +148,20 @@ class Model:
         return {"role": "system", "content": described}, as_text(session.history), []
 
     def use_text(self, why: Switch) -> bool:
-        """`auto`: tool calls go as text from now on; the user is told once. False if they
-        already did (or the setting says otherwise)."""
+        """`auto`: tool calls go as text from now on (told once). False if they already did
+        (or the setting says otherwise)."""
+        news = switch_to_text(self.session.settings, why)
+        self.tell_text()
+        return news
+
+    def tell_text(self) -> None:
+        """Tell each session once that `auto` sends its tool calls as text, and why."""
         session = self.session
-        switched = switch_to_text(session.settings)
-        if switched and session not in _told_text:
+        why = switched(session.settings)
+        if why is not None and session not in _told_text:
             _told_text.add(session)
             model, at = session.settings.model, where(session.settings)
             self.updates.say(TEXT_MODE.format(why=why.value, model=model, where=at))
-        return switched
 
     async def _ask_once(self) -> Reply:
         session, emit = self.session, self.updates.emit
@@ -230,7 +236,8 @@ class Model:
                 await probe_tool_support(session.settings)
         if should_probe(session.settings):
             session.connection.start_soon(self._probe_tool_support)
-        elif known_tool_support(session.settings) is False:
+        self.tell_text()  # auto switched for another session of this endpoint and model
+        if known_tool_support(session.settings) is False:
             if session.settings.tool_calls == "auto":
                 self.use_text(Switch.TEMPLATE)
             elif session.settings.tool_calls == "native" and session not in _told_no_tools:
