@@ -56,14 +56,21 @@ def usage_sizes(updates: list[dict[str, Any]]) -> list[int]:
 # ------------------------------------------------------------------ 1. the real context size
 
 
-def test_an_overflow_names_the_size_and_the_retry_fits_it(heron, fake_llm, workspace):
-    """llama-server's error names 8192 tokens: the retry (and the next turn) fit under
+@pytest.mark.parametrize(
+    "overflow",
+    [
+        LLAMA_SERVER / "error-400-context-size.json",
+        LLAMA_CPP_PYTHON / "error-400-context-length-nonstream.json",
+    ],
+)
+def test_an_overflow_names_the_size_and_the_retry_fits_it(heron, fake_llm, workspace, overflow):
+    """The captured error names 8192 tokens: the retry (and the next turn) fit under
     COMPACT_AT of 8192, not of the 128000 Heron assumed."""
     long = "word " * 2400  # 12000 characters, about 3000 tokens
     fake_llm.script(
         text("ok one"),
         text("ok two"),
-        capture(LLAMA_SERVER / "error-400-context-size.json"),  # n_ctx 8192
+        capture(overflow),  # 8192 tokens
         text("summary of the work so far"),
         text("ok three"),
         text("summary again"),
@@ -100,6 +107,8 @@ def test_an_overflow_names_the_size_and_the_retry_fits_it(heron, fake_llm, works
 )
 def test_the_size_the_server_says_up_front_is_used(heron, fake_llm, workspace, setup, args, size):
     if setup == "props":
+        # llama.cpp tools/server: GET /props answers default_generation_settings (n_ctx among
+        # them) and chat_template_caps.
         fake_llm.props = {
             "default_generation_settings": {"n_ctx": 4096},
             "chat_template_caps": {"supports_tools": True},
