@@ -143,3 +143,26 @@ def test_the_unseen_step_and_shortening():
     fitted, _ = fit(history, 4_000)
     assert sum(len(json.dumps(m)) for m in fitted) <= 4_000
     assert fitted[2]["tool_call_id"] == "w"
+
+
+def test_a_long_block_streamed_finely_is_parsed_whole():
+    content = "z" * 200_000
+    answer = json.dumps({"name": "write_file", "arguments": {"path": "a", "content": content}})
+    parser, out = BlockParser(), []
+    out += parser.feed("before <tool_")
+    out += parser.feed("call>")
+    for at in range(0, len(answer), 3):  # tens of thousands of deltas: linear, not quadratic
+        out += parser.feed(answer[at : at + 3])
+    out += parser.feed("</tool_")
+    out += parser.feed("call> after")
+    out += parser.finish()
+    blocks = [p[0] for p in out if isinstance(p, list)]
+    assert blocks == [answer]
+    assert "".join(p for p in out if isinstance(p, str)) == "before  after"
+
+
+def test_a_block_left_open_at_the_end_still_counts():
+    parser = BlockParser()
+    out = parser.feed('<tool_call>{"name": "grep", "arguments": {"pattern": "x"}}</tool_')
+    out += parser.finish()
+    assert out == [['{"name": "grep", "arguments": {"pattern": "x"}}']]

@@ -28,6 +28,8 @@ class BlockParser:
     def __init__(self) -> None:
         self._buffer = ""
         self._inside = False
+        self._body: list[str] = []  # a block's pieces so far (a block may be 600 kB)
+        self._tail = ""  # its last characters, where `</tool_call>` may be starting
 
     def feed(self, text: str) -> list[str | list[str]]:
         """Text pieces (str) and complete blocks ([body]) in the order they were written."""
@@ -35,12 +37,18 @@ class BlockParser:
         out: list[str | list[str]] = []
         while True:
             if self._inside:
-                end = self._buffer.find(CLOSE)
+                # Only the new text (and the few characters before it) is searched, so a
+                # long block costs linear time however finely it is streamed.
+                window = self._tail + self._buffer
+                end = window.find(CLOSE)
                 if end < 0:
+                    self._body.append(self._buffer)
+                    self._tail, self._buffer = window[-(len(CLOSE) - 1) :], ""
                     return out
-                out.append([self._buffer[:end]])
-                self._buffer = self._buffer[end + len(CLOSE) :]
-                self._inside = False
+                body = "".join(self._body)
+                out.append([body[: len(body) - len(self._tail)] + window[:end]])
+                self._buffer = window[end + len(CLOSE) :]
+                self._inside, self._body, self._tail = False, [], ""
                 continue
             start = self._buffer.find(OPEN)
             if start >= 0:
@@ -49,7 +57,7 @@ class BlockParser:
                 self._buffer = self._buffer[start + len(OPEN) :]
                 self._inside = True
                 continue
-            keep = _partial_open(self._buffer)
+            keep = _partial(self._buffer, OPEN)
             if len(self._buffer) > keep:
                 out.append(self._buffer[: len(self._buffer) - keep])
                 self._buffer = self._buffer[len(self._buffer) - keep :]
@@ -58,14 +66,17 @@ class BlockParser:
     def finish(self) -> list[str | list[str]]:
         rest, self._buffer = self._buffer, ""
         if self._inside:
-            return [[rest]] if rest.strip() else []
+            body = "".join(self._body) + rest
+            body = body[: len(body) - _partial(body, CLOSE)]  # "…}</tool_" cut short
+            self._inside, self._body, self._tail = False, [], ""
+            return [[body]] if body.strip() else []
         return [rest] if rest else []
 
 
-def _partial_open(text: str) -> int:
-    """How many characters at the end of `text` could begin `<tool_call>`."""
-    for size in range(min(len(OPEN) - 1, len(text)), 0, -1):
-        if text.endswith(OPEN[:size]):
+def _partial(text: str, tag: str) -> int:
+    """How many characters at the end of `text` could begin `tag`."""
+    for size in range(min(len(tag) - 1, len(text)), 0, -1):
+        if text.endswith(tag[:size]):
             return size
     return 0
 
