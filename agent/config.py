@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from agent.options.providers import Provider
 
-MODES = ("read-only", "ask", "accept-edits", "full-access")
+MODES = ("read-only", "ask", "auto", "accept-edits", "full-access")
 # How the model calls tools: the API's `tools` parameter, `<tool_call>` blocks in its text
 # (agent.textcalls), or native until the server shows it cannot take tools.
 TOOL_CALL_MODES = ("auto", "native", "text")

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from agent.config import Settings
     from agent.mcp.manager import McpManager
     from agent.permissions import PermissionMemory
+    from agent.sandbox import Sandbox
     from agent.store.saver import Saver
     from agent.tools.base import Tool, ToolContext
     from agent.tools.files_backend import Files
@@ -151,7 +152,15 @@ class Session:
             client_terminal=self.client_capabilities.terminal,
             settings=self.settings,
             changes=self.undo,
+            sandbox=self.sandbox,
         )
+
+    @cached_property
+    def sandbox(self) -> Sandbox:
+        """Where its commands run in auto mode: its roots writable, a private TMPDIR."""
+        from agent.sandbox import Sandbox
+
+        return Sandbox(roots=lambda: self.roots, active=lambda: self.mode == "auto")
 
     @cached_property
     def undo(self) -> UndoJournal:
@@ -213,6 +222,8 @@ class Session:
         """End the session: stop its turn and its MCP servers (session/close, delete, exit)."""
         self.closed = True
         self.cancel()
+        if "sandbox" in self.__dict__:  # made on first use
+            self.sandbox.close()
         if self.mcp is not None:
             mcp, self.mcp = self.mcp, None
             await mcp.aclose()

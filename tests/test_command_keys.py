@@ -156,14 +156,263 @@ def test_the_absolute_path_of_a_program_is_not_the_program() -> None:
 
 
 def test_labels_say_what_is_remembered() -> None:
-    assert describe_key("bash:git status") == "`git status` (any arguments)"
+    assert describe_key("bash:git status") == "`git status` (safe options, paths in the workspace)"
     assert describe_key("bash-exact:ls -la 'a b'") == "exactly `ls -la 'a b'`"
     names = [o.name for o in options_for(command_keys("make && git status -s"))]
     assert names == [
         "Allow",
-        "Always allow exactly `make`, `git status` (any arguments)",
+        "Always allow exactly `make`, `git status` (safe options, paths in the workspace)",
         "Reject",
-        "Always reject exactly `make`, `git status` (any arguments)",
+        "Always reject exactly `make`, `git status` (safe options, paths in the workspace)",
     ]
     # a command that can never be remembered offers no "always"
     assert [o.kind for o in options_for(command_keys("ls > f"))] == ["allow_once", "reject_once"]
+
+
+# ------------------------------------------------------------- never covered by a broader key
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        # discarding work: uncommitted changes, untracked files, stashes, branches, the remote
+        "git checkout -- a.txt",
+        "git checkout .",
+        "git checkout main",  # a branch or a path: git decides, so it is exact
+        "git restore a.txt",
+        "git restore -SW a.txt",
+        "git restore --staged --worktree a.txt",
+        "git reset --hard",
+        "git reset --keep",
+        "git clean -n",
+        "git clean -fdx",
+        "git stash drop",
+        "git stash clear",
+        "git stash pop",
+        "git branch -D topic",
+        "git branch -f main HEAD",
+        "git branch -d topic",
+        "git push --force",
+        "git push -f origin main",
+        "git push --force-with-lease",
+        "git push --forc",  # an abbreviation
+        "git push origin +main",
+        "git push origin :old",
+        "git push --delete origin old",
+        "git push --mirror",
+        "git fetch origin +main:main",
+        "git checkout-index -a -f",
+        "docker rm -f c",
+        "docker system prune -a",
+        # configuration writes
+        "git config core.fsmonitor 'touch x'",
+        "git config user.name",  # reads, but with a value it would write: exact
+        "git config --add include.path x",
+        "git config --unset user.name",
+        "git config --global --get user.name",
+        "git config --system -l",
+        "git config --file=x --get a.b",
+        "git config -f x --get a.b",
+        "git config set a.b c",
+        "git config unset a.b",
+        "git config edit",
+        "npm config set script-shell x",
+        "npm config delete x",
+        "pnpm config set x y",
+        "pip config set global.index-url x",
+        "pip config unset x",
+        "cargo config set x",
+        "go env -w GOFLAGS=x",
+        "go env -u GOFLAGS",
+        # options that run programs or write files, for every keyed subcommand
+        "go test -exec x ./...",
+        "go test --exec=x",
+        "go test -toolexec=x",
+        "go test -coverprofile=c.out",
+        "go test -o bin",
+        "go test -vettool=x",
+        "go build -o bin",
+        "go build -ldflags=-extld=x",
+        "go vet -vettool=x",
+        "cargo build --target-dir t",
+        "cargo test --manifest-path x/Cargo.toml",
+        "cargo build --config x",
+        "cargo build -Zx",
+        "npm test -C sub",
+        "npm install --prefix sub",
+        "npm install -g x",
+        "npm install --script-shell=x",
+        "npm ls --userconfig=x",
+        "git format-patch -o out",
+        "git format-patch --output-directory out",
+        "git format-patch --output-d=out",
+        "git diff --output-d=x",
+        "git diff --ext-diff",
+        "git log --textconv",
+        "git commit --template=x",
+        "git commit -e",
+        "git fetch --upload-pack=x",
+        "git grep --open-files-in-pager=x y",
+        "git status -sO",  # an unknown letter in a cluster
+        "git log -n",  # a value is missing
+        "git commit -m -x",  # a value that looks like an option
+        "uv pip uninstall x",
+        "uv pip install --target t x",
+        "pip install --target t x",
+        "pip install --prefix p x",
+        "pip install -t t x",
+        # reading files not named on the command line
+        "grep -R KEY .",
+        "grep -rR KEY .",
+        "grep --dereference-recursive KEY .",
+        "sort --files0-from=list",
+        "diff -r a b",  # follows links inside the folders it compares: always exact
+        "diff a b",
+        # git and cargo run aliases: a subcommand Heron does not know may be anything
+        "git co .",
+        "git chekcout .",  # help.autocorrect may run `git checkout .`
+        "cargo t",
+    ],
+)
+def test_discarding_configuring_or_unknown_options_are_exact(command: str) -> None:
+    keys = command_keys(command)
+    assert len(keys) == 1 and keys[0].startswith("bash-exact:"), keys
+
+
+@pytest.mark.parametrize(
+    ("command", "key"),
+    [
+        ("git status -sb", "bash:git status"),
+        ("git status -uno --porcelain=v2", "bash:git status"),
+        ("git log --oneline -5", "bash:git log"),
+        ("git log -n 3 --format=%H", "bash:git log"),
+        ("git commit -am 'a message'", "bash:git commit"),
+        ("git commit -m msg -- a.txt", "bash:git commit"),
+        ("git diff --stat HEAD -- src", "bash:git diff"),
+        ("git push -u origin main", "bash:git push"),
+        ("git branch -a", "bash:git branch"),
+        ("git branch topic", "bash:git branch"),
+        ("git switch -c topic", "bash:git switch"),
+        ("git reset", "bash:git reset"),
+        ("git reset -- a.txt", "bash:git reset"),
+        ("git restore --staged a.txt", "bash:git restore --staged"),
+        ("git restore -S a.txt", "bash:git restore --staged"),
+        ("git stash", "bash:git stash"),
+        ("git stash list", "bash:git stash list"),
+        ("git stash show -p", "bash:git stash show"),
+        # configuration reads share a key, never with a write
+        ("git config --get user.name", "bash:git config --get"),
+        ("git config --get-all alias.x", "bash:git config --get"),
+        ("git config --list --show-origin", "bash:git config --list"),
+        ("git config -l", "bash:git config --list"),
+        ("git config get user.name", "bash:git config get"),
+        ("npm config get prefix", "bash:npm config get"),
+        ("pip config list", "bash:pip config list"),
+        ("go env GOPATH", "bash:go env"),
+        # nested subcommands are keys of their own
+        ("uv pip list", "bash:uv pip list"),
+        ("uv pip install -r requirements.txt", "bash:uv pip install"),
+        ("go mod tidy", "bash:go mod tidy"),
+        ("go test -run TestX -v ./...", "bash:go test"),
+        ("go test -count=1 -race ./...", "bash:go test"),
+        ("cargo test --release -- --nocapture", "bash:cargo test"),
+        ("cargo clippy --all-targets -- -D warnings", "bash:cargo clippy"),
+        ("npm install -D typescript", "bash:npm install"),
+        ("npm test -- --watch", "bash:npm test"),
+        ("pip install -U -r requirements.txt", "bash:pip install"),
+        ("docker ps -a", "bash:docker ps"),
+    ],
+)
+def test_known_safe_arguments_share_the_subcommand_key(command: str, key: str) -> None:
+    assert command_keys(command) == [key]
+
+
+def test_a_configuration_read_and_write_never_share_a_key() -> None:
+    reads = {k for c in ("git config --get a.b", "git config -l") for k in command_keys(c)}
+    for write in ("git config a.b c", "git config --replace-all a.b c", "git config --get a.b c"):
+        # `--get a.b c` is a read with a value pattern: still a read
+        assert (set(command_keys(write)) <= reads) == write.endswith("--get a.b c"), write
+
+
+# --------------------------------------------------------------- arguments outside the workspace
+
+
+@pytest.fixture
+def ws(tmp_path):
+    root = tmp_path / "ws"
+    (root / "sub").mkdir(parents=True)
+    (tmp_path / "outside").mkdir()
+    (root / "link").symlink_to(tmp_path / "outside")
+    (root / "inner").symlink_to(root / "sub")
+    return root
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cat /etc/passwd",
+        "cat README.md /etc/passwd",
+        "cat ../outside/id_rsa",
+        "cat sub/../../outside/x",
+        "cat link/id_rsa",
+        "cat link",
+        "grep -r KEY ../outside",
+        "grep -f../outside/patterns README.md",
+        "grep --file=/etc/shadow README.md",
+        "sort --random-source=/etc/shadow README.md",
+        "grep --exclude-from ../outside/x -r a .",
+        "git diff --no-index /etc/shadow /dev/null",
+        "git log -- ../outside",
+        "head -n 5 link/x",
+        "cd /tmp && cat x",
+        "cd sub && cat ../../outside/x",
+    ],
+)
+def test_an_argument_leading_outside_the_workspace_makes_the_command_exact(ws, command) -> None:
+    keys = command_keys(command, ws, [ws])
+    assert keys and all(k.startswith("bash-exact:") for k in keys), keys
+    assert command_keys(command)[-1].startswith("bash:")  # without the workspace: the wide key
+
+
+@pytest.mark.parametrize(
+    ("command", "keys"),
+    [
+        ("cat README.md sub/x", ["bash:cat"]),
+        ("cat inner/x", ["bash:cat"]),  # a link that stays inside
+        ("cat sub/../README.md", ["bash:cat"]),
+        ("grep -rn TODO .", ["bash:grep"]),
+        ("git log --format=%H -- src", ["bash:git log"]),
+        ("git push origin main", ["bash:git push"]),
+    ],
+)
+def test_arguments_inside_the_workspace_keep_the_wide_key(ws, command, keys) -> None:
+    assert command_keys(command, ws, [ws]) == keys
+
+
+def test_every_root_of_the_workspace_counts_as_inside(ws, tmp_path) -> None:
+    other = tmp_path / "outside"
+    assert command_keys(f"cat {other}/x", ws, [ws])[0].startswith("bash-exact:")
+    assert command_keys(f"cat {other}/x", ws, [ws, other]) == ["bash:cat"]
+
+
+def test_input_from_a_link_leading_out_is_never_remembered(ws) -> None:
+    assert command_keys("cat < link/id_rsa", ws, [ws]) == []
+    assert command_keys("cat < sub/x", ws, [ws]) == ["bash:cat"]
+
+
+def test_a_cd_whose_target_is_unknown_makes_the_command_unrememberable(ws) -> None:
+    for command in ("cd && cat x", "cd - && cat x", "popd && cat x", "cd -P x && cat y"):
+        assert command_keys(command, ws, [ws]) == [], command
+
+
+def test_a_huge_option_word_is_not_checked_letter_by_letter(ws) -> None:
+    command = "cat -" + "a" * 10_000
+    assert command_keys(command, ws, [ws])[0].startswith("bash-exact:")
+
+
+def test_many_cds_do_not_multiply_the_places_checked(ws) -> None:
+    command = "; ".join(f"cd d{i}" for i in range(40)) + "; cat x"
+    assert command_keys(command, ws, [ws]) == []
+    assert command_keys("cd sub; cd inner; cat x", ws, [ws])[-1] == "bash:cat"
+    # if `cd sub` fails, `cd ..` leaves the workspace: every place counts
+    assert command_keys("cd sub; cd ..; cat x", ws, [ws])[-1] == "bash-exact:cat x"

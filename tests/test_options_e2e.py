@@ -15,7 +15,7 @@ import pytest
 from acp_client import RpcError
 from fake_openai import Call, FakeOpenAI, text, tool_calls
 
-MODES = ["read-only", "ask", "accept-edits", "full-access"]
+MODES = ["read-only", "ask", "auto", "accept-edits", "full-access"]
 LEVELS = ["default", "low", "medium", "high"]
 
 

@@ -131,7 +131,7 @@ def test_allow_always_remembers_the_command_prefix_for_the_session(heron, fake_l
     # `ls` is read-only: "always" covers it with any arguments, and says so
     assert [o["name"] for o in asked(client)[0]["options"]][
         1
-    ] == "Always allow `ls` (any arguments)"
+    ] == "Always allow `ls` (safe options, paths in the workspace)"
     for call_id in ("b1", "b2", "b3"):
         assert statuses(turn["updates"], call_id) == ["pending", "in_progress", "completed"]
     assert tool_result(fake_llm.requests[2], "b2") == "Exit code 0\n.\n..\nf.txt\n"
@@ -420,9 +420,9 @@ def test_ask_mode_permission_requests_carry_the_call(heron, fake_llm, workspace)
     }
     assert [o["name"] for o in request["options"]] == [
         "Allow",
-        "Always allow `echo` (any arguments)",
+        "Always allow `echo` (safe options, paths in the workspace)",
         "Reject",
-        "Always reject `echo` (any arguments)",
+        "Always reject `echo` (safe options, paths in the workspace)",
     ]
     assert_lifecycle(
         turn["updates"],

@@ -100,7 +100,7 @@ def test_always_find_with_a_name_does_not_cover_delete_or_exec(
         permission=answers("allow_always", "reject_once"),
     )
     names = [o["name"] for o in asked(client)[0]["options"]]
-    assert names[1] == "Always allow `find` (any arguments)"
+    assert names[1] == "Always allow `find` (safe options, paths in the workspace)"
     assert asked_ids(client) == ["b1", "b3"], f"{dangerous!r} ran unasked"
     assert statuses(turn["updates"], "b2")[-1] == "completed"
     assert keep.read_text() == "keep\n"
@@ -151,7 +151,7 @@ def test_always_for_git_status_is_per_subcommand_and_says_so(heron, fake_llm, wo
         permission=answers("allow_always", "reject_once"),
     )
     assert [o["name"] for o in asked(client)[0]["options"]][1] == (
-        "Always allow `git status` (any arguments)"
+        "Always allow `git status` (safe options, paths in the workspace)"
     )
     assert asked_ids(client) == ["b1", "b3"]
     assert statuses(turn["updates"], "b2")[-1] == "completed"

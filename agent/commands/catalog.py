@@ -39,7 +39,7 @@ BUILTINS = (
     Command(
         "mode",
         "Show the permission mode, or switch to another",
-        "read-only, ask, accept-edits or full-access",
+        "read-only, ask, auto, accept-edits or full-access",
     ),
 )
 

@@ -57,8 +57,8 @@ class McpTool(Tool[McpArgs]):
         self.kind: ToolKind = (  # type: ignore[misc]
             "fetch" if open_world else "read" if read_only else "other"
         )
-        # Only a read-only hint lets a call run unasked; anything else asks in ask and
-        # accept-edits modes and is refused in read-only mode.
+        # Only a read-only hint lets a call run unasked; anything else asks in ask, auto
+        # and accept-edits modes and is refused in read-only mode.
         self.default_safety = Safety.READ_ONLY if read_only else Safety.DESTRUCTIVE  # type: ignore[misc]
 
     def input_schema(self) -> dict[str, Any]:

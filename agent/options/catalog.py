@@ -22,6 +22,10 @@ if TYPE_CHECKING:
 MODE_INFO = {
     "read-only": ("Read-only", "Reads and searches; edits, commands and fetches are refused."),
     "ask": ("Ask", "Reads and searches run; every edit, command and fetch asks first."),
+    "auto": (
+        "Auto",
+        "Commands run in a sandbox without asking; leaving it asks. Edits in the workspace too.",
+    ),
     "accept-edits": (
         "Accept edits",
         "Also edits files in the workspace; commands, deletes, moves and fetches ask.",

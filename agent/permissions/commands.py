@@ -9,23 +9,39 @@ understands all of it; anything else has no key, so it always asks:
 - `NAME=value` prefixes (`GIT_CONFIG_*`, `LD_PRELOAD`, …) and bare assignments;
 - expansions: `$…`, backticks, `$(…)`, `<(…)`, globs, braces, `~`, comments, `!`, subshells;
 - programs that run their arguments as a command (`env`, `xargs`, `exec`, `sudo`, `sh -c`, …),
-  shell keywords, and program paths (`/bin/rm`, `./script`).
+  shell keywords, program paths (`/bin/rm`, `./script`), and a `cd` whose target is unknown.
 
 Keys, for the commands that get one:
-- `bash:<program> <subcommand>` (any arguments) for tools with subcommands (git, npm, cargo, …),
-  except where the subcommand runs arbitrary code (`npm run`, `npm exec`, `cargo run`, …) or an
-  option known to write files or run programs is present (`git diff --output`, `git -c`): exact;
-- `bash:<program>` (any arguments) for a short list of read-only programs, unless one of their
-  writing/executing options is present (`find -delete`/`-exec`, `sort -o`): exact;
+- `bash:<program> <subcommand>` for tools with subcommands (git, npm, cargo, …): the subcommand
+  with options from its list of known-safe ones (`git status -s`); any other option (one that
+  may write files or run programs: `git diff --output`, `go test -exec`, `cargo
+  --target-dir`, an abbreviation like `--out`) makes the key exact. Some subcommands key on
+  their own subcommand too (`uv pip list` is not `uv pip install`), or only on a read
+  (`git config --get`, `git restore --staged`). Subcommands that run code named by their
+  arguments (`npm run`, `cargo run`), discard work (`git checkout`, `git clean`, `git stash
+  drop`, `git push +ref`) or write configuration (`git config x y`, `npm config set`, `go env
+  -w`) are exact;
+- `bash:<program>` for a short list of read-only programs, unless one of their writing or
+  executing options is present (`find -delete`/`-exec`, `sort -o`): exact;
 - `bash-exact:<argument list>` for everything else: only that exact command again.
+
+With the workspace known (`cwd`, `roots`), a keyed command with an argument (or an option's
+value) that leads outside the workspace, as written or through a symlink, is exact too: "always
+allow `cat`" given for `cat README.md` does not cover `cat /home/me/.ssh/id_rsa`.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
-ANY_ARGS = "bash"  # key family: the program (and subcommand) with any arguments
+from agent.permissions.workspace import inside
+
+ANY_ARGS = "bash"  # key family: the program (and subcommand) with known-safe arguments
 EXACT = "bash-exact"  # key family: exactly this argument list
 
 _NAME = re.compile(r"^[a-z][a-z0-9_.+-]*$")
@@ -35,6 +51,10 @@ _FD = re.compile(r"^[0-9]*$")
 # Unquoted characters whose meaning the matcher does not model: expansions, globs, braces,
 # subshells, history, comments. Any of them (unquoted) and the command always asks.
 _UNQUOTED_SPECIAL = frozenset("$`*?[]{}()!#~")
+# Words longer than these are not checked for where they lead: the command is exact. An option
+# word (`-fFILE`) is checked from each of its letters on, so it gets a smaller bound.
+_LONGEST_CHECKED_WORD = 4096
+_LONGEST_CHECKED_OPTION = 256
 
 # Programs that run another command taken from their arguments, and shell keywords.
 # fmt: off
@@ -47,14 +67,16 @@ _RUNS_ITS_ARGUMENTS = frozenset((
     "typeset", "readonly", "set", "shopt", "enable", "hash", "npx", "pnpx", "bunx", "uvx",
 ))
 # fmt: on
+_CHANGES_DIRECTORY = frozenset(("cd", "pushd", "popd"))
+_MOST_DIRECTORIES = 16  # where the `cd`s of one command may lead: beyond, it always asks
 
-# Tools with subcommands: "always" covers the subcommand with any arguments...
+# Tools with subcommands: "always" covers the subcommand with its known-safe options...
 _SUBCOMMAND_TOOLS = frozenset(
     ("git", "npm", "pnpm", "yarn", "cargo", "go", "pip", "pip3", "uv", "poetry", "docker")
 )
-# ...except subcommands that run code named by their arguments, and options before the
-# subcommand (`git -c`, `git --config-env`, `git -C dir`): those are remembered exactly.
-_RUNS_CODE = {
+# ...except subcommands that run code named by their arguments, or that throw work away
+# (uncommitted changes, stashes, branches, commits on a remote, containers): always exact.
+_ALWAYS_EXACT = {
     "npm": {"run", "run-script", "exec", "x", "explore", "rebuild"},
     "pnpm": {"run", "exec", "dlx", "x"},
     "yarn": {"run", "exec", "dlx", "node"},
@@ -62,61 +84,362 @@ _RUNS_CODE = {
     "go": {"run", "generate", "tool"},
     "uv": {"run", "tool"},
     "poetry": {"run"},
-    "docker": {"run", "exec", "compose", "build", "buildx", "container", "start"},
-    "git": {"submodule", "filter-branch", "bisect", "difftool", "mergetool", "daemon", "shell"},
+    "docker": {"run", "exec", "compose", "build", "buildx", "container", "start", "rm", "rmi"},
+    "git": {
+        "submodule",
+        "filter-branch",
+        "filter-repo",
+        "bisect",
+        "difftool",
+        "mergetool",
+        "daemon",
+        "shell",
+        "checkout",
+        "checkout-index",
+        "clean",
+        "read-tree",
+        "prune",
+        "update-ref",
+        "sparse-checkout",
+        "replace",
+        "notes",
+    },
 }
-# Options (as a prefix of a word) that make a subcommand write files or run a program.
-_SUBCOMMAND_DANGEROUS = {
-    "git": (
-        "--output", "-o", "--exec", "-x", "--upload-pack", "-u", "--receive-pack",
-        "--open-files-in-pager", "-O", "--ext-diff", "--textconv", "--config-env", "-c",
-        "--template", "--separate-git-dir", "--git-dir", "--work-tree", "--exec-path",
-    ),
-    "cargo": ("--config", "-Z"),
-    "npm": ("--script-shell", "--userconfig", "--globalconfig", "--prefix"),
-}  # fmt: skip
+# Subcommands whose next word is a subcommand of its own, keyed separately (`uv pip list` is not
+# `uv pip install`); one not listed in _RULES is exact (`git stash drop`, `npm config set`).
+_NESTED = {
+    "git": {"stash", "remote", "config", "worktree", "reflog"},
+    "npm": {"config", "cache"},
+    "pnpm": {"config"},
+    "yarn": {"config"},
+    "pip": {"config", "cache"},
+    "pip3": {"config", "cache"},
+    "cargo": {"config"},
+    "go": {"mod"},
+    "uv": {"pip", "python", "cache"},
+    "poetry": {"config", "env", "cache"},
+    "docker": {"volume", "network", "image", "system", "context"},
+}
 
-# Read-only programs: "always" covers any arguments, unless one of these options is present:
-# (single letters forbidden in a `-abc` cluster, long options forbidden as a prefix).
+
+@dataclass(frozen=True)
+class _Rule:
+    """The arguments a keyed subcommand may have. An option is known-safe when it is listed:
+    `flags` take no value, `valued` take one (glued or the next word), `glued` an optional one
+    (`--color=always`, `-uno`). Anything else, abbreviations included, makes the key exact."""
+
+    flags: frozenset[str]
+    valued: frozenset[str]
+    glued: frozenset[str]
+    positionals: bool  # non-option arguments (paths, refs, package names) are allowed
+    requires: dict[str, str]  # one of these options must be present; it names the key
+    numeric: bool  # `-5` (git log)
+
+
+def _rule(
+    spec: str = "",
+    *,
+    positionals: bool = True,
+    requires: dict[str, str] | None = None,
+    numeric: bool = False,
+) -> _Rule:
+    """`"-s --short -n= --color?"`: a flag, a flag, an option with a value, an optional one."""
+    words = spec.split()
+    return _Rule(
+        flags=frozenset(w for w in words if w[-1] not in "=?"),
+        valued=frozenset(w[:-1] for w in words if w.endswith("=")),
+        glued=frozenset(w[:-1] for w in words if w.endswith("?")),
+        positionals=positionals,
+        requires=requires or {},
+        numeric=numeric,
+    )
+
+
+_QUIET = "-q --quiet -v --verbose"
+_GIT_DIFF = (
+    "--cached --staged --stat? --shortstat --numstat --dirstat? --name-only --name-status "
+    "--summary -p --patch -u -U= --unified= -s --no-patch --raw -z --color? --no-color "
+    "--word-diff? --color-words? -w --ignore-all-space -b --ignore-space-change "
+    "--ignore-blank-lines --check -R -M? --find-renames? --no-renames --no-index --exit-code "
+    "--quiet --minimal --patience --histogram --diff-filter= --relative? --abbrev? --full-index "
+    "--no-ext-diff --no-textconv --merge-base"
+)
+_GIT_LOG = (
+    f"{_GIT_DIFF} --oneline --graph --all --decorate? --no-decorate -n= --max-count= --skip= "
+    "--since= --after= --until= --before= --author= --committer= --grep= -i --format= "
+    "--pretty? --abbrev-commit --follow --reverse --no-merges --merges --first-parent -S= -G= "
+    "--date= --branches? --tags? --remotes? --source --left-right --cherry-pick --topo-order"
+)
+_GIT_BRANCH_LIST = (
+    "-a --all -r --remotes -v -vv --verbose -l --list --show-current --contains? --no-contains? "
+    "--merged? --no-merged? --sort= --format= --points-at= --column? --no-column --color? "
+    "--no-color -q --quiet"
+)
+_CARGO_BUILD = (
+    f"{_QUIET} -r --release --all-targets --all-features --no-default-features --features= -F= "
+    "-p= --package= --workspace --all --exclude= --lib --bins --bin= --tests --test= --examples "
+    "--example= --benches --bench= --locked --offline --frozen -j= --jobs= --no-run "
+    "--no-fail-fast --doc --message-format= --color= --target= --keep-going --profile= --timings"
+)
+_GO_BUILD = "-v -race -cover -tags= -trimpath -mod= -p= -a -n -x -buildvcs="
+_GO_TEST = (
+    f"{_GO_BUILD} -run= -count= -short -timeout= -bench= -benchmem -benchtime= -failfast "
+    "-json -list= -skip= -shuffle= -cpu= -parallel= -covermode= -coverpkg= -vet="
+)
+_PIP_INSTALL = (
+    f"{_QUIET} -r= --requirement= -e= --editable= -U --upgrade --no-deps --pre --dry-run "
+    "-c= --constraint= --no-cache-dir --upgrade-strategy= --only-binary= --no-binary= "
+    "--require-hashes"
+)
+_NPM_INSTALL = (
+    "-D --save-dev -S --save -E --save-exact --no-save -O --save-optional -P --save-prod "
+    "--no-audit --no-fund --legacy-peer-deps --ignore-scripts --prefer-offline --frozen-lockfile "
+    "--silent"
+)
+
+# (program, subcommand) -> its known-safe arguments; a subcommand not listed may have
+# positional arguments but no option. Options that write files or run programs (`--output`,
+# `-o`, `-exec`, `--target-dir`, `--manifest-path`, `--config`, `--prefix`, `-C`, `--global`, …)
+# are in no list, on purpose.
+_RULES: dict[tuple[str, str], _Rule] = {
+    ("git", "status"): _rule(
+        f"{_QUIET} -s --short -b --branch --porcelain? --long -u? --untracked-files? "
+        "--ignored? -z --show-stash --ahead-behind --no-ahead-behind --column? --no-column"
+    ),
+    ("git", "diff"): _rule(_GIT_DIFF),
+    ("git", "log"): _rule(_GIT_LOG, numeric=True),
+    ("git", "show"): _rule(_GIT_LOG, numeric=True),
+    ("git", "shortlog"): _rule("-s --summary -n --numbered -e --email --all --since= --until="),
+    ("git", "add"): _rule(
+        f"{_QUIET} -A --all -u --update -N --intent-to-add -n --dry-run -f --force --renormalize"
+    ),
+    ("git", "commit"): _rule(
+        f"{_QUIET} -m= --message= -a --all --amend --no-edit -s --signoff --no-verify "
+        "--allow-empty --allow-empty-message -F= --file= --author= --date= --fixup= --squash= "
+        "-C= --reuse-message="
+    ),
+    ("git", "branch"): _rule(_GIT_BRANCH_LIST),
+    ("git", "switch"): _rule(
+        "-c= --create= -d --detach --guess --no-guess -t --track? --no-track -q --quiet "
+        "--progress --no-progress"
+    ),
+    ("git", "restore"): _rule(
+        "--staged -S -q --quiet", requires={"--staged": "--staged", "-S": "--staged"}
+    ),
+    ("git", "reset"): _rule("-q --quiet --mixed --soft -N --no-refresh --refresh"),
+    ("git", "fetch"): _rule(
+        f"{_QUIET} --all -p --prune --tags --no-tags --depth= --dry-run -n --progress "
+        "--no-recurse-submodules"
+    ),
+    ("git", "pull"): _rule(
+        f"{_QUIET} --rebase? --no-rebase --ff-only --ff --no-ff --no-edit --all --tags -p "
+        "--prune --autostash --no-autostash"
+    ),
+    ("git", "push"): _rule(
+        f"{_QUIET} -u --set-upstream --tags --follow-tags --dry-run -n --porcelain --progress"
+    ),
+    ("git", "merge"): _rule(f"{_QUIET} --no-ff --ff-only --ff --no-edit -m= --squash --no-commit"),
+    ("git", "tag"): _rule(
+        "-l --list -n? --sort= --contains? --no-contains? --merged? --no-merged? --points-at= "
+        "--format= -a --annotate -m= --message= --column? --no-column"
+    ),
+    ("git", "rev-parse"): _rule(
+        "--show-toplevel --show-prefix --show-cdup --abbrev-ref? --short? --verify -q --quiet "
+        "--git-dir --absolute-git-dir --is-inside-work-tree --is-bare-repository "
+        "--symbolic-full-name"
+    ),
+    ("git", "ls-files"): _rule(
+        "-m --modified -o --others -d --deleted -c --cached --exclude-standard -i --ignored "
+        "-s --stage -z --full-name --error-unmatch -u --unmerged"
+    ),
+    ("git", "blame"): _rule("-L= -w -M? -C? -e -s --porcelain --line-porcelain -l -t --date="),
+    ("git", "grep"): _rule(
+        "-n --line-number -i --ignore-case -w --word-regexp -l --files-with-matches "
+        "-L --files-without-match -c --count -e= -E --extended-regexp -F --fixed-strings "
+        "-P --perl-regexp -v --invert-match -h -H --cached --untracked --no-index -I "
+        "-A= -B= -C= --context= -q --quiet --break --heading -o --only-matching"
+    ),
+    ("git", "rm"): _rule(f"{_QUIET} --cached -r -n --dry-run"),
+    ("git", "mv"): _rule("-v --verbose -n --dry-run -k"),
+    ("git", "stash"): _rule(
+        "-m= --message= -u --include-untracked -k --keep-index -q --quiet", positionals=False
+    ),
+    ("git", "stash push"): _rule("-m= --message= -u --include-untracked -k --keep-index -q"),
+    ("git", "stash list"): _rule(_GIT_LOG, positionals=False),
+    ("git", "stash show"): _rule(_GIT_DIFF),
+    ("git", "remote"): _rule("-v --verbose", positionals=False),
+    ("git", "remote show"): _rule("-n"),
+    ("git", "remote get-url"): _rule("--push --all"),
+    ("git", "worktree list"): _rule("--porcelain -v --verbose -z", positionals=False),
+    ("git", "reflog"): _rule(_GIT_LOG, numeric=True),
+    ("git", "reflog show"): _rule(_GIT_LOG, numeric=True),
+    # Configuration is read only: any write (`git config core.pager x`, `--add`, `--unset`,
+    # `--global`, `--file`) is exact.
+    ("git", "config"): _rule(
+        "--get --get-all --get-regexp -l --list --show-origin --show-scope --name-only -z "
+        "--null --local --includes --no-includes --type= --bool --int --path --default=",
+        requires={
+            "--get": "--get",
+            "--get-all": "--get",
+            "--get-regexp": "--get",
+            "--list": "--list",
+            "-l": "--list",
+        },
+    ),
+    ("git", "config get"): _rule("--all --regexp --show-origin --show-scope --local -z --null"),
+    ("git", "config list"): _rule(
+        "--show-origin --show-scope --name-only --local -z --null", positionals=False
+    ),
+    ("npm", "install"): _rule(_NPM_INSTALL),
+    ("npm", "i"): _rule(_NPM_INSTALL),
+    ("npm", "ci"): _rule(_NPM_INSTALL),
+    ("npm", "ls"): _rule("--depth= --all -a --json --long -l --prod --dev"),
+    ("npm", "list"): _rule("--depth= --all -a --json --long -l --prod --dev"),
+    ("npm", "outdated"): _rule("--json --long -l --all"),
+    ("npm", "view"): _rule("--json"),
+    ("npm", "config get"): _rule("--json"),
+    ("npm", "config list"): _rule("--json -l --long", positionals=False),
+    ("npm", "config ls"): _rule("--json -l --long", positionals=False),
+    ("pnpm", "install"): _rule(_NPM_INSTALL),
+    ("yarn", "install"): _rule(_NPM_INSTALL),
+    ("cargo", "build"): _rule(_CARGO_BUILD),
+    ("cargo", "check"): _rule(_CARGO_BUILD),
+    ("cargo", "test"): _rule(_CARGO_BUILD),
+    ("cargo", "bench"): _rule(_CARGO_BUILD),
+    ("cargo", "clippy"): _rule(_CARGO_BUILD),
+    ("cargo", "doc"): _rule(f"{_CARGO_BUILD} --no-deps --document-private-items"),
+    ("cargo", "fmt"): _rule(f"{_QUIET} --all --check -p= --package="),
+    ("cargo", "tree"): _rule(f"{_QUIET} -p= --package= -i= --invert= -e= --edges= --depth= -d"),
+    ("cargo", "metadata"): _rule("--format-version= --no-deps --offline --locked"),
+    ("cargo", "update"): _rule(f"{_QUIET} -p= --package= --precise= --dry-run -w --workspace"),
+    ("cargo", "add"): _rule(f"{_QUIET} --dev --build -F= --features= --no-default-features"),
+    ("cargo", "remove"): _rule(f"{_QUIET} --dev --build"),
+    ("cargo", "config get"): _rule("--format= --show-origin"),
+    ("go", "build"): _rule(_GO_BUILD),
+    ("go", "test"): _rule(_GO_TEST),
+    ("go", "vet"): _rule("-v -tags= -json"),
+    ("go", "list"): _rule("-m -json -f= -deps -test -u -e -tags="),
+    ("go", "env"): _rule("-json"),  # `-w`, `-u` write configuration: exact
+    ("go", "mod tidy"): _rule("-v -e -go= -compat=", positionals=False),
+    ("go", "mod download"): _rule("-json -x"),
+    ("go", "mod verify"): _rule("", positionals=False),
+    ("go", "mod graph"): _rule("-go="),
+    ("go", "mod why"): _rule("-m -vendor"),
+    ("pip", "install"): _rule(_PIP_INSTALL),
+    ("pip", "list"): _rule(f"{_QUIET} -o --outdated --uptodate --format= --not-required -l"),
+    ("pip", "show"): _rule(f"{_QUIET} -f --files"),
+    ("pip", "freeze"): _rule("--all -l --local --exclude-editable"),
+    ("pip", "config list"): _rule("", positionals=False),
+    ("pip", "config get"): _rule(""),
+    ("pip", "config debug"): _rule("", positionals=False),
+    ("uv", "pip list"): _rule(f"{_QUIET} -o --outdated --format= -e --editable --exclude-editable"),
+    ("uv", "pip freeze"): _rule(f"{_QUIET} --exclude-editable"),
+    ("uv", "pip show"): _rule(f"{_QUIET} -f --files"),
+    ("uv", "pip tree"): _rule(f"{_QUIET} -d= --depth="),
+    ("uv", "pip check"): _rule(_QUIET),
+    ("uv", "pip install"): _rule(_PIP_INSTALL),
+    ("uv", "python list"): _rule("--only-installed --all-versions"),
+    ("uv", "python find"): _rule(""),
+    ("uv", "sync"): _rule(
+        f"{_QUIET} --frozen --locked --all-extras --extra= --dev --no-dev --group= "
+        "--all-groups --no-install-project"
+    ),
+    ("uv", "lock"): _rule(f"{_QUIET} -U --upgrade --upgrade-package= --locked --check"),
+    ("uv", "add"): _rule(f"{_QUIET} --dev --group= --optional="),
+    ("uv", "remove"): _rule(f"{_QUIET} --dev --group= --optional="),
+    ("uv", "tree"): _rule(f"{_QUIET} -d= --depth= --outdated"),
+    ("poetry", "install"): _rule(f"{_QUIET} --no-root --with= --without= --only= --sync"),
+    ("poetry", "lock"): _rule(f"{_QUIET} --no-update --check"),
+    ("poetry", "show"): _rule(f"{_QUIET} --tree --outdated --latest -l --only= --with="),
+    ("poetry", "add"): _rule(f"{_QUIET} -G= --group= -D --dev"),
+    ("poetry", "remove"): _rule(f"{_QUIET} -G= --group= -D --dev"),
+    ("docker", "ps"): _rule(
+        "-a --all -q --quiet --format= -n= --last= -l --latest --no-trunc -s --size --filter= -f="
+    ),
+    ("docker", "images"): _rule("-a --all -q --quiet --format= --filter= -f= --digests --no-trunc"),
+    ("docker", "logs"): _rule(
+        "-f --follow --tail= -n= -t --timestamps --since= --until= --details"
+    ),
+    ("docker", "volume ls"): _rule("-q --quiet --format= --filter= -f=", positionals=False),
+    ("docker", "network ls"): _rule("-q --quiet --format= --filter= -f=", positionals=False),
+    ("docker", "image ls"): _rule("-a --all -q --quiet --format= --filter= -f="),
+}
+_RULES[("pip3", "install")] = _RULES[("pip", "install")]
+_BARE = _rule()  # a subcommand without a rule: positional arguments only
+# git and cargo run aliases and `git-x`/`cargo-x` programs under any other name (`git co .` may
+# be `git checkout .`; with help.autocorrect, `git chekcout .` is): for them only the
+# subcommands named here or in _RULES get a key; any other name is exact.
+_KNOWN_ONLY = {
+    "git": {
+        "init", "clone", "cherry-pick", "revert", "rebase", "am", "apply", "describe",
+        "show-ref", "ls-remote", "ls-tree", "cat-file", "rev-list", "merge-base",
+        "count-objects", "fsck", "version", "whatchanged", "range-diff", "cherry", "name-rev",
+        "for-each-ref", "check-ignore", "check-attr", "format-patch", "archive", "worktree",
+    },
+    "cargo": {"clean", "new", "init", "search", "version", "verify-project", "package", "vendor"},
+}  # fmt: skip
+# Programs whose options are whole words with one dash (`-run`, `-coverprofile=x`): no clusters.
+_GO_STYLE = frozenset(("go",))
+
+# Read-only programs: "always" covers any arguments (inside the workspace), unless one of these
+# options is present (single letters forbidden in a `-abc` cluster, long options forbidden as a
+# prefix).
 _READ_ONLY: dict[str, tuple[str, tuple[str, ...]]] = {
     "ls": ("", ()),
     "cat": ("", ()),
     "head": ("", ()),
     "tail": ("", ()),
     "wc": ("", ()),
-    "grep": ("", ()),
+    # -R follows every symlink while recursing: a link inside may lead out of the workspace.
+    "grep": ("R", ("--dereference-recursive",)),
     "pwd": ("", ()),
     "echo": ("", ()),
     "stat": ("", ()),
     "du": ("", ()),
-    "diff": ("", ()),
     "which": ("", ()),
-    "sort": ("o", ("--output", "--compress-program")),
+    # --files0-from reads the names of the files to sort from a file: they are not checked.
+    "sort": ("o", ("--output", "--compress-program", "--files0-from")),
     # find's actions take one dash: matched as whole-word prefixes by _find_is_read_only.
     "find": ("", ()),
 }
 _FIND_ACTIONS = ("-delete", "-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fls")
 
 
-def command_keys(command: str) -> list[str]:
-    """The keys that must all be remembered for `command` to run unasked; [] when it never may."""
+def command_keys(command: str, cwd: Path | None = None, roots: Sequence[Path] = ()) -> list[str]:
+    """The keys that must all be remembered for `command` to run unasked; [] when it never may.
+
+    With `cwd` (where the command runs) and `roots` (the workspace), a keyed command with an
+    argument that leads outside the workspace gets an exact key."""
     segments = None if "\x00" in command else _parse(command)
     if not segments:
         return []
+    # Every directory a `cd` of the list may have left the shell in: a relative argument must
+    # stay inside from each (`cd sub | cat ../x` runs `cat` in the first one).
+    cwds = [cwd] if cwd is not None else []
     keys: list[str] = []
-    for words in segments:
+    for words, inputs in segments:
+        if words[0] in _CHANGES_DIRECTORY:
+            target = _cd_target(words)
+            if target is None:
+                return []  # `cd`, `cd -`, `popd`: where later commands run is unknown
+            cwds = list(dict.fromkeys([*cwds, *(_join(base, target) for base in cwds)]))
+            if len(cwds) > _MOST_DIRECTORIES:
+                return []  # `cd a; cd b; cd c …` doubles the places each time: not followed
         key = _segment_key(words)
-        if key is None:
-            return []
+        if key is None or (cwds and _leaves_workspace(inputs, cwds, roots)):
+            return []  # `cat < link` where link leads out: like `cat < ../x`, never remembered
+        if key.startswith(f"{ANY_ARGS}:") and cwds and _leaves_workspace(words[1:], cwds, roots):
+            key = _exact(words)
         keys.append(key)
     return list(dict.fromkeys(keys))
 
 
 def describe_key(key: str) -> str:
-    """A key in an option label: `` `git status` (any arguments)`` or ``exactly `ls -l` ``."""
+    """A key in an option label: `` `git status` (safe options, paths in the workspace)`` or
+    ``exactly `ls -l` ``."""
     family, _, detail = key.partition(":")
     if family == ANY_ARGS:
-        return f"`{detail}` (any arguments)"
+        return f"`{detail}` (safe options, paths in the workspace)"
     return f"exactly `{detail}`"
 
 
@@ -124,8 +447,10 @@ def describe_key(key: str) -> str:
 # Parsing: words of each simple command, or None for anything not fully understood
 
 
-def _parse(command: str) -> list[list[str]] | None:
-    segments: list[list[str]] = []
+def _parse(command: str) -> list[tuple[list[str], list[str]]] | None:
+    """Each simple command's words and the files of its `<` redirections."""
+    segments: list[tuple[list[str], list[str]]] = []
+    inputs: list[str] = []
     words: list[str] = []
     word: list[str] = []
     in_word = False  # a word has begun (possibly empty: '')
@@ -140,6 +465,7 @@ def _parse(command: str) -> list[list[str]] | None:
             if pending_input:
                 if not _plain_relative(text):
                     return False
+                inputs.append(text)
                 pending_input = False
             else:
                 words.append(text)
@@ -147,13 +473,13 @@ def _parse(command: str) -> list[list[str]] | None:
         return True
 
     def end_segment() -> bool:
-        nonlocal words
+        nonlocal words, inputs
         if not end_word() or pending_input:
             return False
         if not words:
             return False  # an empty command (`;;`, leading `|`): not something we model
-        segments.append(words)
-        words = []
+        segments.append((words, inputs))
+        words, inputs = [], []
         return True
 
     while i < n:
@@ -243,7 +569,7 @@ def _parse(command: str) -> list[list[str]] | None:
     if not end_word() or pending_input:
         return None
     if words:
-        segments.append(words)
+        segments.append((words, inputs))
     return segments
 
 
@@ -274,25 +600,120 @@ def _subcommand_key(program: str, args: list[str]) -> str:
     words = [program, *args]
     if not args or not _SUBCOMMAND.match(args[0]):
         return _exact(words)  # options before the subcommand (`git -c x=y status`)
-    subcommand = args[0]
-    if subcommand in _RUNS_CODE.get(program, ()):
+    subcommand, rest = args[0], args[1:]
+    if subcommand in _ALWAYS_EXACT.get(program, ()):
         return _exact(words)
-    dangerous = _SUBCOMMAND_DANGEROUS.get(program, ())
-    for arg in args[1:]:
+    if subcommand in _NESTED.get(program, ()) and rest and _SUBCOMMAND.match(rest[0]):
+        subcommand, rest = f"{subcommand} {rest[0]}", rest[1:]
+        rule = _RULES.get((program, subcommand))
+        if rule is None:
+            return _exact(words)  # `git stash drop`, `npm config set`, `uv pip uninstall`
+    else:
+        rule = _RULES.get((program, subcommand))
+        if rule is None:
+            known = _KNOWN_ONLY.get(program)
+            if known is not None and subcommand not in known:
+                return _exact(words)  # perhaps an alias: `git co .`
+            rule = _BARE
+    named = _check_arguments(rule, rest, go_style=program in _GO_STYLE)
+    if named is None:
+        return _exact(words)
+    return f"{ANY_ARGS}:{program} {subcommand}{named}"
+
+
+def _check_arguments(rule: _Rule, args: list[str], go_style: bool) -> str | None:
+    """None when an argument is not known-safe for `rule`; else what the key adds to the
+    subcommand (`" --get"` for `git config --get`, "" mostly)."""
+    named = None
+    positional_only = False
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if positional_only or arg == "-" or not arg.startswith("-"):
+            if not rule.positionals or arg.startswith(("+", ":")):
+                return None  # `git push origin +main`, `:branch`: a forced update, a delete
+            continue
         if arg == "--":
-            break
-        if any(_is_option(arg, d) for d in dangerous):
-            return _exact(words)
-    return f"{ANY_ARGS}:{program} {subcommand}"
+            positional_only = True
+            continue
+        if arg in rule.requires:
+            named = named or rule.requires[arg]
+        if rule.numeric and arg[1:].isdigit():
+            continue
+        if arg.startswith("--") or go_style:
+            name, eq, _ = arg.partition("=")
+            if go_style and name.startswith("--"):
+                name = name[1:]
+            if name in rule.flags and (not eq or go_style):
+                continue
+            if name in rule.glued:
+                continue
+            if name in rule.valued:
+                if not eq:
+                    if i >= len(args) or args[i].startswith("-"):
+                        return None  # a value that looks like an option: not modelled
+                    i += 1
+                continue
+            return None  # unknown, or an abbreviation (`--output-d`): exact
+        if not _short_cluster_is_safe(rule, arg, args, i):
+            return None
+        if f"-{arg[-1]}" in rule.valued and all(f"-{c}" in rule.flags for c in arg[1:-1]):
+            i += 1  # `-m msg`, `-am msg`: the next word is the value
+    if rule.requires and named is None:
+        return None  # `git config core.pager x` (a write), `git restore file` (discards)
+    return f" {named}" if named else ""
 
 
-def _is_option(arg: str, option: str) -> bool:
-    """Whether `arg` can be `option`: `-o`, `-ofile` or `-xo` for a short one; for a long one,
-    `--output`, `--output=x` or any abbreviation (`--out=x`: getopt and git accept those)."""
-    if option.startswith("--"):
-        name = arg.split("=", 1)[0]
-        return arg.startswith("--") and len(name) > 2 and option.startswith(name)
-    return arg.startswith("-") and not arg.startswith("--") and option[1] in arg[1:]
+def _short_cluster_is_safe(rule: _Rule, arg: str, args: list[str], i: int) -> bool:
+    """`-sb`: every letter a known flag, up to one that takes a value (glued or next word)."""
+    for j in range(1, len(arg)):
+        option = f"-{arg[j]}"
+        if option in rule.flags:
+            continue
+        if option in rule.glued:
+            return True  # the rest of the word is its value
+        if option in rule.valued:
+            if j < len(arg) - 1:
+                return True  # `-mmsg`: the rest is the value
+            return i < len(args) and not args[i].startswith("-")
+        return False
+    return True
+
+
+def _cd_target(words: list[str]) -> str | None:
+    """Where `cd X` / `pushd X` goes; None when that is not a plain directory argument."""
+    if words[0] == "popd" or len(words) != 2 or words[1].startswith("-"):
+        return None
+    return words[1]
+
+
+def _join(base: Path, path: str) -> Path:
+    return Path(os.path.normpath(os.path.join(base, path)))
+
+
+def _leaves_workspace(args: list[str], cwds: list[Path], roots: Sequence[Path]) -> bool:
+    """Whether an argument, or an option's value, leads outside the workspace from a cwd."""
+    for arg in args:
+        if len(arg) > (_LONGEST_CHECKED_OPTION if arg.startswith("-") else _LONGEST_CHECKED_WORD):
+            return True
+        for candidate in _path_candidates(arg):
+            for cwd in cwds:
+                if not inside(_join(cwd, candidate), roots):
+                    return True
+    return False
+
+
+def _path_candidates(arg: str) -> set[str]:
+    """What in a word may be read as a path: the word, the value of `--opt=value` / `if=x`, and
+    for `-fFILE` every tail of the word (which letters take a value is not known here)."""
+    candidates = {arg}
+    if "=" in arg:
+        candidates.add(arg.split("=", 1)[1])
+    if arg.startswith("-") and not arg.startswith("--"):
+        candidates.update(arg[j:] for j in range(2, len(arg)))
+    candidates.discard("")
+    return candidates
 
 
 def _read_only_args(program: str, rule: tuple[str, tuple[str, ...]], args: list[str]) -> bool:
@@ -306,6 +727,15 @@ def _read_only_args(program: str, rule: tuple[str, tuple[str, ...]], args: list[
         if any(_is_option(arg, option) for option in options):
             return False
     return True
+
+
+def _is_option(arg: str, option: str) -> bool:
+    """Whether `arg` can be `option`: `-o`, `-ofile` or `-xo` for a short one; for a long one,
+    `--output`, `--output=x` or any abbreviation (`--out=x`: getopt and git accept those)."""
+    if option.startswith("--"):
+        name = arg.split("=", 1)[0]
+        return arg.startswith("--") and len(name) > 2 and option.startswith(name)
+    return arg.startswith("-") and not arg.startswith("--") and option[1] in arg[1:]
 
 
 def _exact(words: list[str]) -> str:

@@ -3,6 +3,8 @@
 Modes, from strictest:
 - read-only: anything that changes the world or reaches the network is refused unasked.
 - ask: every edit, delete, move, command and fetch asks.
+- auto: as accept-edits, and commands that run in the sandbox (agent.sandbox) run unasked;
+  without a sandbox on this system, or asked to run outside it, they ask.
 - accept-edits: edits inside the workspace run unasked; commands and fetches ask.
 - full-access: nothing asks.
 Whatever the mode (but full-access), a call touching a path outside the session's workspace
@@ -25,6 +27,8 @@ from typing import Any
 
 from agent.acp.protocol import PermissionOption
 from agent.permissions.commands import describe_key as describe_command_key
+from agent.permissions.workspace import inside, under
+from agent.sandbox import available as sandbox_available
 from agent.tools.base import Safety, Tool, ToolContext
 
 # Folders whose files change what runs (git hooks and config, Heron's own settings): a write
@@ -80,10 +84,10 @@ def decide(
         return Verdict(Decision.REFUSE, refusal)
     if mode == "full-access":
         return Verdict(Decision.ALLOW)
-    keys = tool.permission_keys(args)
+    keys = tool.workspace_keys(args, ctx, roots)
     safety = tool.safety(args)
     paths = tool.paths(args, ctx)
-    outside = [path for path in paths if not _inside(path, roots)]
+    outside = [path for path in paths if not inside(path, roots)]
     if safety is not Safety.READ_ONLY:
         outside += [p for p in paths if p not in outside and _protected(p, roots)]
     if outside:
@@ -109,21 +113,11 @@ def decide(
         return Verdict(Decision.ASK, keys=keys)
     if safety is Safety.READ_ONLY:
         return Verdict(Decision.ALLOW, keys=keys)
-    if mode == "accept-edits" and safety is Safety.MUTATING:
+    if mode in ("auto", "accept-edits") and safety is Safety.MUTATING:
+        return Verdict(Decision.ALLOW, keys=keys)
+    if mode == "auto" and tool.sandboxed(args) and sandbox_available():
         return Verdict(Decision.ALLOW, keys=keys)
     return Verdict(Decision.ASK, keys=keys)
-
-
-def _inside(path: Path, roots: list[Path]) -> bool:
-    """Inside a root both as written and with symlinks followed (a link may lead out)."""
-    real = Path(os.path.realpath(path))
-    return any(_under(path, root) for root in roots) and any(
-        _under(real, Path(os.path.realpath(root))) for root in roots
-    )
-
-
-def _under(path: Path, root: Path) -> bool:
-    return path == root or root in path.parents
 
 
 def _protected(path: Path, roots: list[Path]) -> bool:
@@ -133,7 +127,7 @@ def _protected(path: Path, roots: list[Path]) -> bool:
     for candidate in (path, Path(os.path.realpath(path))):
         for root in roots:
             for base in (root, Path(os.path.realpath(root))):
-                if _under(candidate, base):
+                if under(candidate, base):
                     parts = candidate.relative_to(base).parts
                     if any(part.lower() in PROTECTED_DIRS for part in parts):
                         return True
@@ -169,8 +163,9 @@ def options_for(keys: list[str]) -> list[PermissionOption]:
 
 
 def _label(key: str) -> str:
-    """What a key covers, in words: `` `git status` (any arguments)``, ``exactly `ls -l` ``,
-    ``fetches from `https://h:443` ``, `` `edit_file` on exactly `/w/.git/config` ``."""
+    """What a key covers, in words: `` `git status` (safe options, paths in the workspace)``,
+    ``exactly `ls -l` ``, ``fetches from `https://h:443` ``, `` `edit_file` on exactly
+    `/w/.git/config` ``."""
     key, limited, path = key.partition(PATH_SEP)
     family, sep, detail = key.partition(":")
     if not sep:

@@ -64,6 +64,10 @@ def _stop_everything() -> None:
     from agent.processes.tree import stop_everything
 
     stop_everything()
+    # Sessions still open at exit leave their sandbox TMPDIRs (loaded only if one was made).
+    sandbox = sys.modules.get("agent.sandbox.rules")
+    if sandbox is not None:
+        sandbox.remove_leftovers()
 
 
 def _flush(logs: bool = True) -> None:

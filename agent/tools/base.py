@@ -2,9 +2,9 @@
 
 The turn loop only ever sees `Tool`: it sends `input_schema()` to the model, asks
 `describe()` what to show before running, lets the permission policy read `kind`, `refusal()`,
-`safety()`, `permission_keys()` and `paths()`, then drives `execute()` and turns what it yields
-into `tool_call_update`s. The loop, not the tool, owns the toolCallId, rawInput, status and
-every notification, so a tool never talks to the wire.
+`safety()`, `workspace_keys()` (by default `permission_keys()`) and `paths()`, then drives
+`execute()` and turns what it yields into `tool_call_update`s. The loop, not the tool, owns the
+toolCallId, rawInput, status and every notification, so a tool never talks to the wire.
 
 Cancellation is anyio's: when the turn is cancelled the tool's pending `await` raises the
 backend's cancellation exception. A tool that holds an outside resource (a process, a client
@@ -27,6 +27,7 @@ from agent.acp.protocol import ContentItem, PlanEntry, ToolCallContent, ToolCall
 from agent.tools.seen import SeenFiles
 
 if TYPE_CHECKING:
+    from agent.sandbox import Sandbox
     from agent.tools.files_backend import Files
 
 
@@ -123,6 +124,7 @@ class ToolContext:
     settings: Any = None  # agent.config.Settings (limits, timeouts)
     seen: SeenFiles = field(default_factory=SeenFiles)  # what the model saw of each file
     changes: FileChanges = field(default_factory=FileChanges)  # prior states, for /undo
+    sandbox: Sandbox | None = None  # where commands run confined (auto mode)
 
     def resolve(self, path: str) -> Path:
         """An absolute, normalised path; relative paths are taken from the session cwd."""
@@ -182,6 +184,15 @@ class Tool(ABC, Generic[ArgsT]):
         """What an "always" answer remembers. All keys must be remembered to skip asking;
         no keys: the call can never be remembered, it asks every time."""
         return [self.name]
+
+    def sandboxed(self, args: ArgsT) -> bool:
+        """The call runs confined in auto mode (agent.sandbox), so it need not ask there."""
+        return False
+
+    def workspace_keys(self, args: ArgsT, ctx: ToolContext, roots: list[Path]) -> list[str]:
+        """`permission_keys` for a call made from `ctx.cwd` in a workspace of `roots`; a tool
+        whose key depends on where its arguments lead (a command reading outside) overrides it."""
+        return self.permission_keys(args)
 
     def refusal(self, args: ArgsT) -> str | None:
         """Why the call cannot run at all, known before asking permission (None: it can)."""

@@ -39,6 +39,7 @@ from agent.acp.protocol import (
 )
 from agent.permissions.commands import command_keys
 from agent.processes.tree import CommandTree, forget, open_process
+from agent.sandbox import Sandbox, blocked_hint
 from agent.tools.base import (
     Preview,
     Progress,
@@ -73,6 +74,11 @@ class BashArgs(BaseModel):
     timeout: float = Field(
         default=120, gt=0, le=600, description="Seconds before the command is stopped (max 600)."
     )
+    sandbox: bool = Field(
+        default=True,
+        description="In auto mode, run in the sandbox (default). false: ask the user to run it "
+        "outside the sandbox; say why in your message.",
+    )
 
 
 class Bash(Tool[BashArgs]):
@@ -81,7 +87,11 @@ class Bash(Tool[BashArgs]):
         "Run a shell command with bash and return its exit code and combined stdout/stderr. "
         "Runs non-interactively (stdin is empty) in the session root unless `cwd` is given; "
         "the command is stopped after `timeout` seconds. Very long output is shortened to its "
-        "beginning and end. Prefer the file tools for reading and editing files."
+        "beginning and end. Prefer the file tools for reading and editing files. In auto mode "
+        "commands run in a sandbox: they may write only the workspace and $TMPDIR, not read "
+        "the home folder outside the workspace, and have no network. A command that needs "
+        'more fails with "Permission denied"; then call again with "sandbox": false and give '
+        "the reason in your message: the user is asked to run it outside the sandbox."
     )
     kind = "execute"
     Args = BashArgs
@@ -93,12 +103,22 @@ class Bash(Tool[BashArgs]):
     def permission_keys(self, args: BashArgs) -> list[str]:
         return command_keys(args.command)
 
+    def sandboxed(self, args: BashArgs) -> bool:
+        return args.sandbox
+
+    def workspace_keys(self, args: BashArgs, ctx: ToolContext, roots: list[Path]) -> list[str]:
+        # A remembered program reading outside the workspace (`cat /x/id_rsa`) asks again.
+        cwd = ctx.resolve(args.cwd) if args.cwd else ctx.cwd
+        return command_keys(args.command, cwd, roots)
+
     async def describe(self, args: BashArgs, ctx: ToolContext) -> Preview:
         shown = _one_line(args.command, 80)
         # The user approves what they see: a command the title shortens or flattens is shown
         # whole (`ls\nrm -rf x` must not read as `ls rm -rf x`).
         whole = [] if shown == args.command.strip() else [ContentItem.of(_fenced(args.command))]
-        return Preview(title=f"Run {_code_span(shown)}", content=whole)
+        outside = not args.sandbox and ctx.sandbox is not None and ctx.sandbox.confining()
+        where = " outside the sandbox" if outside else ""
+        return Preview(title=f"Run {_code_span(shown)}{where}", content=whole)
 
     async def execute(
         self, args: BashArgs, ctx: ToolContext, preview: Preview
@@ -107,9 +127,17 @@ class Bash(Tool[BashArgs]):
         if not cwd.is_dir():
             raise ToolError(f"working directory does not exist: {cwd}")
         run = _run_in_client_terminal if ctx.client_terminal else _run_locally
+        sandbox = ctx.sandbox if args.sandbox and ctx.sandbox and ctx.sandbox.confining() else None
+        watched = sandbox.watch() if sandbox else {}
         # aclosing: if our consumer stops early, the runner's cleanup still runs right away.
-        async with aclosing(run(args, ctx, cwd)) as events:
+        async with aclosing(run(args, ctx, cwd, sandbox)) as events:
             async for event in events:
+                if sandbox and isinstance(event, ToolResult):
+                    code = event.raw_output.get("exitCode") if event.raw_output else None
+                    event.output += blocked_hint(event.output, code)
+                    if warning := sandbox.changed(watched):  # what Landlock cannot guard
+                        event.output += warning
+                        event.content = [*(event.content or []), ContentItem.of(warning)]
                 yield event
 
 
@@ -118,13 +146,15 @@ class Bash(Tool[BashArgs]):
 
 
 async def _run_in_client_terminal(
-    args: BashArgs, ctx: ToolContext, cwd: Path
+    args: BashArgs, ctx: ToolContext, cwd: Path, sandbox: Sandbox | None
 ) -> AsyncIterator[ToolEvent]:
+    # Sandboxed, the editor runs our launcher, which confines itself and then runs the shell.
+    argv = _shell_argv(args.command, sandbox, "bash" if shutil.which("bash") else "sh")
     create = CreateTerminalParams(
         session_id=ctx.session_id,
-        command="bash" if shutil.which("bash") else "sh",
-        args=["-c", args.command],
-        env=[EnvVariable(name=k, value=v) for k, v in QUIET_ENV.items()],
+        command=argv[0],
+        args=argv[1:],
+        env=[EnvVariable(name=k, value=v) for k, v in _extra_env(sandbox).items()],
         cwd=str(cwd),
         output_byte_limit=CLIENT_OUTPUT_LIMIT,
     )
@@ -198,16 +228,18 @@ async def _quietly(ctx: ToolContext, method: str, params: dict[str, Any]) -> Non
 # Running locally
 
 
-async def _run_locally(args: BashArgs, ctx: ToolContext, cwd: Path) -> AsyncIterator[ToolEvent]:
+async def _run_locally(
+    args: BashArgs, ctx: ToolContext, cwd: Path, sandbox: Sandbox | None
+) -> AsyncIterator[ToolEvent]:
     buffer = OutputBuffer()
     tree = CommandTree()
     proc = await open_process(
-        [shutil.which("bash") or "/bin/sh", "-c", args.command],
+        _shell_argv(args.command, sandbox, shutil.which("bash") or "/bin/sh"),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         cwd=cwd,
-        env={**os.environ, **QUIET_ENV, "TERM": "dumb", **tree.env},
+        env={**os.environ, **_extra_env(sandbox), "TERM": "dumb", **tree.env},
         start_new_session=True,  # its own process group: one killpg reaches most descendants
     )
     tree.attach(proc.pid)
@@ -286,6 +318,16 @@ async def _run_locally(args: BashArgs, ctx: ToolContext, cwd: Path) -> AsyncIter
         content=[ContentItem.of(shown if code == 0 else f"{shown}\n\n{head}")],
         raw_output=raw,
     )
+
+
+def _shell_argv(command: str, sandbox: Sandbox | None, shell: str) -> list[str]:
+    argv = [shell, "-c", command]
+    return sandbox.launcher(argv) if sandbox else argv
+
+
+def _extra_env(sandbox: Sandbox | None) -> dict[str, str]:
+    """Quiet pagers and prompts; sandboxed, the session's private TMPDIR."""
+    return {**QUIET_ENV, **sandbox.env()} if sandbox else QUIET_ENV
 
 
 def _split_returncode(returncode: int | None) -> tuple[int | None, str | None]:

@@ -128,6 +128,8 @@ class ToolCalls:
                 raw_input=raw_args,
             )
         )
+        if session.mode == "auto" and tool.sandboxed(args) and (notice := session.sandbox.notice()):
+            self.updates.say(notice)  # once: no sandbox here, or one without network rules
         problem = await permit(session, self.scope, call_id, tool, args, preview, raw_args)
         if problem:
             return self.fail(call_id, problem)

@@ -1,0 +1,111 @@
+"""The sandbox's parts on their own: the launcher's refusals, a session's rules, the policy of
+auto mode. What a confined command can and cannot do is tested end to end in
+test_sandbox_e2e.py."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.permissions.policy import Decision, PermissionMemory, decide
+from agent.sandbox import Sandbox, blocked_hint, landlock
+from agent.tools.base import ToolContext
+from agent.tools.files import WriteFile
+from agent.tools.shell import Bash
+
+
+def test_the_launcher_never_runs_a_command_it_cannot_confine(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    marker = tmp_path / "ran"
+    monkeypatch.setattr(landlock, "_abi", 0)  # as on a kernel without Landlock
+    assert landlock.main(["--write", str(tmp_path), "--", "touch", str(marker)]) == 126
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("argv", [[], ["--"], ["--read"], ["--bogus", "x", "--", "true"]])
+def test_the_launcher_rejects_a_bad_command_line(argv: list[str]) -> None:
+    assert landlock.main(argv) == 2
+
+
+@pytest.mark.skipif(landlock.abi_version() < 1, reason="no Landlock in this kernel")
+def test_heron_sandbox_confines_what_it_runs(tmp_path: Path) -> None:
+    inside, outside = tmp_path / "in", tmp_path / "out"
+    inside.mkdir()
+    script = f"echo ok > {inside}/a && cat {inside}/a; echo x > {outside}"
+    heron = Path(sys.executable).parent / "heron"
+    run = subprocess.run(
+        [str(heron), "sandbox", "--read", "/usr", "--write", str(inside), "--", "sh", "-c", script],
+        capture_output=True,
+        text=True,
+    )
+    assert run.stdout == "ok\n"
+    assert "Permission denied" in run.stderr and not outside.exists()
+
+
+def test_a_session_writes_its_roots_and_a_private_tmpdir_removed_at_close(tmp_path: Path) -> None:
+    sandbox = Sandbox(roots=lambda: [tmp_path], active=lambda: True)
+    tmpdir = Path(sandbox.env()["TMPDIR"])
+    assert tmpdir.is_dir() and tmpdir != Path("/tmp")
+    assert sandbox.writes() == [str(tmp_path), str(tmpdir)]
+    argv = sandbox.launcher(["bash", "-c", "true"])
+    assert argv[-4:] == ["--", "bash", "-c", "true"] and argv[1:3] == ["-I", "-S"]
+    sandbox.close()
+    assert not tmpdir.exists()
+
+
+def test_reads_never_open_the_home_folder_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    home = Path.home()
+    monkeypatch.setenv("PATH", f"{home}:/:{home}/.local/bin:/usr/bin")
+    reads = Sandbox(roots=lambda: [], active=lambda: True).reads()
+    assert str(home) not in reads and "/" not in reads
+    assert f"{home}/.local/bin" in reads and "/usr/bin" in reads
+    assert not any(p.endswith((".ssh", ".config/heron", ".cargo")) for p in reads)
+
+
+def test_the_model_is_told_only_about_failures_that_look_like_a_denial() -> None:
+    assert blocked_hint("sh: cannot create /x: Permission denied", 2)
+    assert '"sandbox": false' in blocked_hint("Operation not permitted", 1)
+    assert blocked_hint("Permission denied", 0) == ""
+    assert blocked_hint("No such file or directory", 1) == ""
+
+
+def _decide(tool: Any, raw: dict[str, Any], ws: Path, mode: str = "auto") -> Decision:
+    ctx = ToolContext(
+        cwd=ws, session_id="s", files=None, client_request=None, client_terminal=False
+    )  # type: ignore[arg-type]
+    return decide(mode, tool, tool.parse_args(raw), ctx, PermissionMemory(), [ws]).decision
+
+
+@pytest.mark.skipif(landlock.abi_version() < 1, reason="no Landlock in this kernel")
+def test_auto_runs_sandboxed_commands_and_workspace_edits_and_asks_the_rest(
+    tmp_path: Path,
+) -> None:
+    assert _decide(Bash(), {"command": "rm -rf x"}, tmp_path) is Decision.ALLOW
+    assert _decide(Bash(), {"command": "ls", "sandbox": False}, tmp_path) is Decision.ASK
+    assert _decide(Bash(), {"command": "ls", "cwd": "/"}, tmp_path) is Decision.ASK
+    assert _decide(Bash(), {"command": "ls"}, tmp_path, mode="ask") is Decision.ASK
+    assert _decide(WriteFile(), {"path": "a", "content": ""}, tmp_path) is Decision.ALLOW
+    assert _decide(WriteFile(), {"path": ".git/x", "content": ""}, tmp_path) is Decision.ASK
+    assert _decide(WriteFile(), {"path": "/etc/x", "content": ""}, tmp_path) is Decision.ASK
+
+
+def test_auto_without_a_sandbox_asks_for_commands(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("HERON_SANDBOX", "off")
+    assert _decide(Bash(), {"command": "ls"}, tmp_path) is Decision.ASK
+
+
+def test_the_session_is_told_once_when_the_network_is_not_confined(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(landlock, "_abi", 3)  # files confined, TCP not (ABI < 4)
+    sandbox = Sandbox(roots=lambda: [], active=lambda: True)
+    notice = sandbox.notice()
+    assert notice is not None and "network" in notice
+    assert sandbox.notice() is None
