@@ -27,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     import argparse
 
     from agent import __version__
-    from agent.config import MODES
+    from agent.config import MODES, TOOL_CALL_MODES
 
     parser = argparse.ArgumentParser(
         prog="heron",
@@ -38,8 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
         "`heron sandbox --write DIR ... -- CMD` runs CMD in auto mode's sandbox.",
         epilog="Environment: OPENAI_API_KEY, OPENAI_BASE_URL, HERON_MODEL, HERON_MODE, "
         "HERON_MAX_TOKENS, HERON_CONFIG, HERON_LOG_LEVEL, HERON_LOG_FILE, HERON_DATA_DIR, "
-        "HERON_CONTEXT_WINDOW, HERON_PASS_ENV, HERON_SANDBOX (off: no command sandbox). Flags beat "
-        "environment beat the config file (default ~/.config/heron/config.toml).",
+        "HERON_CONTEXT_WINDOW, HERON_PASS_ENV, HERON_TOOL_CALLS, HERON_SANDBOX (off: no command "
+        "sandbox). Flags beat environment beat the config file "
+        "(default ~/.config/heron/config.toml).",
     )
     parser.add_argument("--version", action="version", version=f"heron {__version__}")
     parser.add_argument("--model", help="model name, e.g. gpt-4.1 or qwen2.5-coder:7b")
@@ -75,6 +76,14 @@ def build_parser() -> argparse.ArgumentParser:
         dest="context_window",
         type=int,
         help="the model's context window in tokens (default: asked from the server)",
+    )
+    parser.add_argument(
+        "--tool-calls",
+        dest="tool_calls",
+        choices=TOOL_CALL_MODES,
+        help="how the model calls tools: native (the API's tools parameter), text "
+        "(<tool_call> blocks in its answer) or auto (native, text when the server cannot; "
+        "the default)",
     )
     return parser
 

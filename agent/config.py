@@ -15,6 +15,9 @@ if TYPE_CHECKING:
     from agent.options.providers import Provider
 
 MODES = ("read-only", "ask", "auto", "accept-edits", "full-access")
+# How the model calls tools: the API's `tools` parameter, `<tool_call>` blocks in its text
+# (agent.textcalls), or native until the server shows it cannot take tools.
+TOOL_CALL_MODES = ("auto", "native", "text")
 DEFAULT_MODEL = "gpt-4.1"
 
 # Environment variable → setting name.
@@ -31,6 +34,7 @@ ENV_VARS = {
     "HERON_DATA_DIR": "data_dir",
     "HERON_CONTEXT_WINDOW": "context_window",
     "HERON_PASS_ENV": "pass_env",
+    "HERON_TOOL_CALLS": "tool_calls",
 }
 
 
@@ -60,6 +64,7 @@ class Settings:
     # Variables commands and MCP servers may inherit although they hold a credential Heron
     # holds (agent.processes.env); TOML: a list of names, environment: comma-separated.
     pass_env: tuple[str, ...] = ()
+    tool_calls: str = "auto"  # one of TOOL_CALL_MODES
     config_file: str | None = None  # the file the settings were read from, if any
     # More endpoints for the model picker: `[providers.NAME]` tables (agent.options.providers).
     providers: dict[str, Provider] = field(default_factory=dict)
@@ -139,6 +144,12 @@ def _build(values: dict[str, Any]) -> Settings:
             raise ConfigError(f"setting {name} must be a number, got {value!r}") from exc
     if settings.mode not in MODES:
         raise ConfigError(f"mode must be one of {', '.join(MODES)}, got {settings.mode!r}")
+    if settings.tool_calls not in TOOL_CALL_MODES:
+        raise ConfigError(
+            f"tool_calls must be one of {', '.join(TOOL_CALL_MODES)}, got {settings.tool_calls!r}"
+        )
+    if settings.context_window is not None and settings.context_window < 1:
+        raise ConfigError("context_window must be at least 1")
     if settings.max_turn_requests < 1:
         raise ConfigError("max_turn_requests must be at least 1")
     if settings.base_url is not None:

@@ -12,6 +12,7 @@ background meanwhile).
 
 from __future__ import annotations
 
+import datetime
 import itertools
 import logging
 from functools import cached_property
@@ -69,6 +70,12 @@ class Session:
         # one run (`_meta.heron.mode`: `heron exec --yes`), which only sets `mode`.
         self.saved_mode = settings.mode
         self.history: list[dict[str, Any]] = []
+        # The context size (tokens) the server named when it rejected a request of this
+        # session for its length (agent.context.usage); None until then.
+        self.context_limit: int | None = None
+        # The day the session began, in its system prompt: it does not change from turn to
+        # turn, so each request starts with the previous one (a server's prompt cache).
+        self.started_on = datetime.date.today().isoformat()
         self._transcript: list[dict[str, Any]] = []
         # While chunks merge into the last transcript entry, its text in pieces (joined when
         # the transcript is read): appending to one string would copy it at every delta.

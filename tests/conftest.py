@@ -70,6 +70,8 @@ def heron_env(
         "XDG_STATE_HOME": str(home / ".local" / "state"),
         "XDG_CACHE_HOME": str(home / ".cache"),
     }
+    if fake_llm.text_tool_calls:  # the fake's model writes its tool calls as text
+        env["HERON_TOOL_CALLS"] = "text"
     for key, value in (overrides or {}).items():
         if value is None:
             env.pop(key, None)

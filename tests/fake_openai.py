@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import re
 import select
 import socket
 import threading
@@ -35,6 +36,7 @@ __all__ = [
     "Silent",
     "Stall",
     "Streamed",
+    "as_text_calls",
     "disconnect",
     "error",
     "raw",
@@ -156,7 +158,7 @@ TOOL_CALL_STYLES = (
     "no-index",
     "index-zero",
     "empty-name",
-)
+)  # the native shapes; "text" (tool calls written in the answer) comes on top
 
 
 def tool_calls(
@@ -182,9 +184,30 @@ def tool_calls(
       0.4.7, ollama/ollama#7881);
     - ``index-zero``: every call has index 0 and its own id (ollama/ollama#15457);
     - ``empty-name``: ``"name": ""`` beside every argument piece (LM Studio,
-      lmstudio-ai/lmstudio-bug-tracker#649).
+      lmstudio-ai/lmstudio-bug-tracker#649);
+    - ``text``: no native calls at all: the model writes ``<tool_call>{"name": …,
+      "arguments": …}</tool_call>`` blocks in its text (the Hermes/Qwen convention, as in
+      Qwen2.5's chat template and NousResearch's Hermes-Function-Calling), cut into small
+      content deltas at arbitrary places, finish ``stop``, as a server with no tool parser
+      (llama-cpp-python without a function-calling chat format) passes them on.
     """
-    assert style in TOOL_CALL_STYLES, style
+    assert style in (*TOOL_CALL_STYLES, "text"), style
+    if style == "text":
+        parts = []
+        for c in calls:
+            # Arguments given as str go in verbatim: broken JSON makes a broken block.
+            args = c.arguments if isinstance(c.arguments, str) else json.dumps(c.arguments)
+            # An id given to the Call goes in the block as Mistral's format has it, so tests
+            # can name the call in text mode too.
+            extra = f', "id": {json.dumps(c.id)}' if c.id else ""
+            parts.append(
+                f'<tool_call>\n{{"name": {json.dumps(c.name)}, "arguments": {args}{extra}}}\n'
+                "</tool_call>"
+            )
+        written = (text + "\n" if text else "") + "\n".join(parts)
+        pieces_ = [written[i : i + 5] for i in range(0, len(written), 5)]
+        deltas_ = [{"role": "assistant", "content": ""}, *({"content": p} for p in pieces_)]
+        return Streamed(tuple(deltas_), "stop", delay, usage, comment, null_fields)
     deltas: list[dict[str, Any]] = []
     if text:
         deltas += [{"role": "assistant", "content": ""}, {"content": text}]
@@ -249,6 +272,36 @@ def tool_calls(
                     part = {"index": index, "function": {"arguments": frags[round_]}}
                     deltas.append({"tool_calls": [part]})
     return Streamed(tuple(deltas), finish, delay, usage, comment, null_fields)
+
+
+def as_text_calls(resp: Streamed) -> Streamed:
+    """The same answer with its native tool calls written as ``<tool_call>`` text (see
+    ``tool_calls(style="text")``): how a model without native tool calling answers."""
+    calls: dict[Any, dict[str, str]] = {}
+    text_parts: list[str] = []
+    for delta in resp.deltas:
+        if isinstance(delta.get("content"), str):
+            text_parts.append(delta["content"])
+        for part in delta.get("tool_calls") or ():
+            key = part.get("index", part.get("id"))
+            if key is None:
+                key = max(calls, default=0)
+            call = calls.setdefault(key, {"name": "", "arguments": "", "id": ""})
+            call["id"] = call["id"] or part.get("id") or ""
+            function = part.get("function") or {}
+            if len(function.get("name") or "") > len(call["name"]):
+                call["name"] = function["name"]
+            call["arguments"] += function.get("arguments") or ""
+    if not calls:
+        return resp
+    made = []
+    for call in calls.values():
+        try:
+            arguments: Any = json.loads(call["arguments"] or "{}")
+        except ValueError:
+            arguments = call["arguments"]  # broken JSON stays broken
+        made.append(Call(call["name"], arguments, id=call["id"] or None))
+    return tool_calls(*made, text="".join(text_parts), style="text", usage=resp.usage)
 
 
 def _fragments(s: str, n: int) -> list[str]:
@@ -375,6 +428,13 @@ class FakeOpenAI:
         # must know what it sent.
         self.rejects_audio = False
         self.props: dict[str, Any] | None = None  # llama-server's GET /props; None: 404
+        # Ollama's POST /api/show answer (its `parameters` text names `num_ctx` when the model
+        # was set up with one, ollama/ollama docs/api.md "Show Model Information"); None: 404.
+        self.ollama_show: dict[str, Any] | None = None
+        # Answer every scripted tool-call stream as `<tool_call>` text instead (a model without
+        # native tool calling; `as_text_calls`), so native scenarios run in text mode too.
+        self.text_tool_calls = False
+        self.text_call_ids: list[str] = []  # the ids of the calls written as text, in order
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self._server.daemon_threads = True
         self._server.fake = self  # type: ignore[attr-defined]
@@ -545,6 +605,8 @@ class _Handler(BaseHTTPRequestHandler):
         chat = self.path.rstrip("/") == "/v1/chat/completions"
         if not chat:
             self.fake._record(self._recorded(body), chat=False)
+            if self.path.rstrip("/") == "/api/show" and self.fake.ollama_show is not None:
+                return self._json(200, self.fake.ollama_show)
             return self._send_error(error(404, f"fake: no route POST {self.path}"))
         if not isinstance(body, dict):
             self.fake._record(self._recorded(body), chat=False)
@@ -587,6 +649,12 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(response, Error):
             return self._send_error(response)
         if isinstance(response, Streamed):
+            if self.fake.text_tool_calls:
+                response = as_text_calls(response)
+                written = "".join(d.get("content") or "" for d in response.deltas)
+                ids = re.findall(r'"id": "([^"]*)"}\n</tool_call>', written)
+                with self.fake._lock:
+                    self.fake.text_call_ids.extend(ids)
             return self._stream(_events(response, body), response.delay, comment=response.comment)
         if isinstance(response, Disconnect):
             events = _events(response.after, body)[: response.chunks]

@@ -266,9 +266,10 @@ def test_debug_logs_each_request_body_and_response_status_without_the_key(
 def test_a_server_whose_template_cannot_take_tools_is_reported_once_per_session(
     heron, fake_llm, workspace
 ):
+    # With tool_calls = "native" (in `auto` Heron switches to text: test_local_models_e2e).
     fake_llm.props = {"chat_template_caps": {"supports_tools": False}}
     fake_llm.script(text("one"), text("two"), text("three"))
-    client = heron()
+    client = heron("--tool-calls", "native")
     session_id = client.new_session(workspace)
     said = []
     for prompt in ("a", "b", "c"):

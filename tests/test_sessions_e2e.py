@@ -557,9 +557,13 @@ def compaction_notes(updates: list[dict[str, Any]]) -> list[str]:
 def test_a_conversation_near_the_window_is_compacted_and_the_turn_goes_on(
     heron, fake_llm, workspace
 ):
-    long_request = "Please read this carefully. " + "lorem ipsum " * 600  # ~7200 chars
-    fake_llm.script(text("Read it."), text("SUMMARY: the user sent a long text."), text("Sure."))
-    client = heron(env={"HERON_CONTEXT_WINDOW": "2500"})
+    # Window 20000 tokens: compaction above 16000, of which the system prompt and the tool
+    # schemas take about 2400. The request (~10000 tokens) fits; with the reply (~5000) and
+    # the next question, the second request does not.
+    long_request = "Please read this carefully. " + "lorem ipsum " * 3330  # ~40000 chars
+    reply = "Read it. " + "noted " * 3300  # ~20000 chars
+    fake_llm.script(text(reply), text("SUMMARY: the user sent a long text."), text("Sure."))
+    client = heron(env={"HERON_CONTEXT_WINDOW": "20000"})
     session_id = client.new_session(workspace)
     first = client.prompt(session_id, long_request)
     assert not compaction_notes(first["updates"])
@@ -571,7 +575,7 @@ def test_a_conversation_near_the_window_is_compacted_and_the_turn_goes_on(
     messages = main["messages"]
     assert messages[1]["content"].endswith("SUMMARY: the user sent a long text.")
     assert messages[2:] == [
-        {"role": "assistant", "content": "Read it."},
+        {"role": "assistant", "content": reply},
         {"role": "user", "content": "Now what?"},
     ]
     assert "lorem ipsum" not in json.dumps(messages)
@@ -579,7 +583,7 @@ def test_a_conversation_near_the_window_is_compacted_and_the_turn_goes_on(
 
     # The store keeps the compacted history; the replay still shows everything.
     fake_llm.script(text("Continuing."))
-    again = heron(env={"HERON_CONTEXT_WINDOW": "2500"})
+    again = heron(env={"HERON_CONTEXT_WINDOW": "20000"})
     load = again.request_async(
         "session/load", {"sessionId": session_id, "cwd": workspace, "mcpServers": []}
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import subprocess
 import threading
 import time
@@ -53,11 +54,19 @@ def texts(update: dict[str, Any]) -> str:
     )
 
 
+# The fake of a test running in text mode (test_textcalls_e2e), whose model writes its calls
+# as `<tool_call>` blocks: the results go back as `<tool_response>` blocks, in call order.
+TEXT_FAKE: Any = None
+
+
 def tool_results(request: Any) -> list[tuple[str, str]]:
     """(tool_call_id, content) of the `tool` messages the model was sent, in order."""
-    return [
-        (m["tool_call_id"], m["content"]) for m in request.body["messages"] if m["role"] == "tool"
-    ]
+    messages = request.body["messages"]
+    if TEXT_FAKE is not None and "tools" not in request.body:
+        users = [m["content"] for m in messages if m["role"] == "user"]
+        found = re.findall(r"<tool_response>\n(.*?)\n</tool_response>", "\n".join(users), re.S)
+        return list(zip(TEXT_FAKE.text_call_ids, found, strict=False))
+    return [(m["tool_call_id"], m["content"]) for m in messages if m["role"] == "tool"]
 
 
 def tool_result(request: Any, call_id: str) -> str:

@@ -209,8 +209,19 @@ class Server:
         )
         self.start_warming()
         session.model_ready = self.model_ready
+        self.connection.start_soon(self._learn_window, session)
         self.sessions[session_id] = session
         return session
+
+    async def _learn_window(self, session: Session) -> None:
+        """Ask the server for its context size in the background, once the warm-up has made
+        the model client (and imported what this needs: not on the session/new path)."""
+        if session.model_ready is None:
+            return
+        await session.model_ready.wait()
+        from agent.context.usage import learn
+
+        learn(session.settings, self.connection.start_soon)
 
     async def prompt(self, params: dict[str, Any]) -> dict[str, Any]:
         self._require_initialized()

@@ -88,7 +88,7 @@ async def compact(turn: Turn, call: Invocation) -> StopReason:
     if len(session.history) < 2:
         turn.updates.say("Nothing to compact: the conversation has no earlier messages yet.")
         return "end_turn"
-    window = await context_size(session.settings)
+    window = await context_size(session.settings, session.context_limit)
     try:
         compacted = await compact_history(
             session.settings, session.history, window, focus=call.arguments or None, whole=True
@@ -99,7 +99,7 @@ async def compact(turn: Turn, call: Invocation) -> StopReason:
     if compacted is None:
         turn.updates.say("Nothing to compact: the conversation has no earlier messages yet.")
         return "end_turn"
-    session.history, summarized = compacted
+    session.history, summarized, _ = compacted
     focus = f", focused on “{call.arguments}”" if call.arguments else ""
     turn.updates.say(f"Compacted the conversation: {summarized} messages are now a summary{focus}.")
     turn.updates.checkpoint()

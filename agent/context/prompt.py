@@ -71,16 +71,21 @@ write_file for new files or complete rewrites.
 
 
 async def system_prompt(
-    cwd: Path, confine: bool = True, additional_directories: list[Path] | None = None
+    cwd: Path,
+    confine: bool = True,
+    additional_directories: list[Path] | None = None,
+    today: str | None = None,
 ) -> str:
     """The system prompt, with the project's AGENTS.md (of the cwd only: the additional
     directories are named, their rules files are not read). `confine` (every mode but
     full-access): only an AGENTS.md that is a regular file inside the workspace is read, so a
-    link cannot pull in (or block on) something from elsewhere."""
+    link cannot pull in (or block on) something from elsewhere. `today`: the session's first
+    day, so the prompt stays the same byte for byte until AGENTS.md changes (a prompt cache
+    reuses it)."""
     text = SYSTEM_PROMPT.format(
         cwd=cwd,
         platform=f"{platform.system()} {platform.release()} ({platform.machine()})",
-        date=datetime.date.today().isoformat(),
+        date=today or datetime.date.today().isoformat(),
     )
     if additional_directories:
         listed = "\n".join(f"- {d}" for d in additional_directories)

@@ -1,10 +1,12 @@
 """How full the model's context is: `usage_update {used, size}` after each model response.
 
 `used` is the server's own count when it sends one (requested with `stream_options:
-{include_usage: true}`), else an estimate from the text length. `size` is the `context_window`
-setting, else what the server's `/v1/models` says about the model (vLLM `max_model_len`,
-llama.cpp `meta.n_ctx`, OpenRouter `context_length`), else a table of well-known models, else
-128000. The server is asked once per process and model, briefly, and never again on failure.
+{include_usage: true}`), else an estimate from the text length. `size` (`context_size`) is the
+`context_window` setting, else the size the server named when it rejected a request for its
+length, else what the server says up front (llama-server's `/props` n_ctx, `/v1/models`
+metadata: vLLM `max_model_len`, llama.cpp `meta.n_ctx`, OpenRouter `context_length`; Ollama's
+`/api/show` num_ctx), else a table of well-known models, else 128000. The server is asked once
+per process, endpoint and model, in the background when a session opens, never again on failure.
 """
 
 from __future__ import annotations
@@ -16,6 +18,10 @@ from typing import Any
 import anyio
 
 from agent.config import Settings
+from agent.llm import serverinfo
+from agent.llm.serverinfo import window_of
+
+__all__ = ["context_size", "estimate_tokens", "known_window", "learn", "tokens_used", "window_of"]
 
 log = logging.getLogger("heron.usage")
 
@@ -44,18 +50,62 @@ KNOWN_WINDOWS = {
     "codestral": 256_000,
 }
 
-_windows: dict[tuple[str | None, str], int | None] = {}  # (base_url, model) → from the server
+# (base_url, model) → the size the server named when it rejected a request for its length
+# (agent.llm.errors.context_size_in): the truth about that endpoint, for the whole process.
+_overflowed: dict[tuple[str | None, str], int] = {}
+# (base_url, model) → what the server says up front (None: it does not say); absent: not asked.
+_told: dict[tuple[str | None, str], int | None] = {}
+_asking: dict[tuple[str | None, str], anyio.Event] = {}
+WAIT = 3.0  # seconds a request waits for the server's answer still on its way
 
 
-async def context_size(settings: Settings) -> int:
+def _key(settings: Settings) -> tuple[str | None, str]:
+    return (settings.base_url, settings.model)
+
+
+def overflowed(settings: Settings, size: int) -> None:
+    """The server rejected a request for its length, naming its context size."""
+    _overflowed[_key(settings)] = size
+
+
+async def context_size(settings: Settings, session_limit: int | None = None) -> int:
+    """The window requests must fit in. The `context_window` setting wins, unless the server
+    has rejected a request for its length naming a smaller size (for this session,
+    `session_limit`, or this endpoint and model); then what the server said up front (`learn`),
+    a table of well-known models, 128000."""
+    key = _key(settings)
+    overflow = min(filter(None, (session_limit, _overflowed.get(key))), default=None)
     if settings.context_window:
-        return settings.context_window
-    key = (settings.base_url, settings.model)
-    if key not in _windows:
-        _windows[key] = None  # asked once, even if the answer never comes
-        with anyio.move_on_after(3):
-            _windows[key] = await _server_window(settings)
-    return _windows[key] or known_window(settings.model)
+        return min(settings.context_window, overflow or settings.context_window)
+    if overflow:
+        return overflow
+    if key not in _told and key not in _asking:  # not asked in the background: ask now
+        _asking[key] = anyio.Event()
+        with anyio.move_on_after(WAIT):
+            await _learn(settings, key)
+    if (asking := _asking.get(key)) is not None:
+        with anyio.move_on_after(WAIT):
+            await asking.wait()
+    return _told.get(key) or known_window(settings.model)
+
+
+def learn(settings: Settings, start_soon: Any) -> None:
+    """Ask the server for its context size once per endpoint and model, in the background
+    (`start_soon`: when a session opens)."""
+    key = _key(settings)
+    if key in _told or key in _asking or settings.context_window or not settings.llm_configured:
+        return
+    _asking[key] = anyio.Event()
+    start_soon(_learn, settings, key)
+
+
+async def _learn(settings: Settings, key: tuple[str | None, str]) -> None:
+    try:
+        with anyio.move_on_after(10):
+            _told[key] = await _server_window(settings)
+    finally:
+        _told.setdefault(key, None)
+        _asking.pop(key).set()
 
 
 def known_window(model: str) -> int:
@@ -65,33 +115,13 @@ def known_window(model: str) -> int:
 
 
 async def _server_window(settings: Settings) -> int | None:
-    from agent.llm import get_client
-
-    try:
-        client = await get_client(settings)
-        page = await client.models.list()
-        for model in page.data:
-            if model.id == settings.model:
-                return window_of(model.model_dump())
-    except Exception as exc:  # metadata is a nicety: any failure falls back to the table
-        log.info("no context window from %s/models: %s", settings.base_url, exc)
-    return None
-
-
-def window_of(model: dict[str, Any]) -> int | None:
-    """The context window in one `/v1/models` entry, where the server gives one."""
-    meta = model.get("meta") if isinstance(model.get("meta"), dict) else {}
-    top = model.get("top_provider") if isinstance(model.get("top_provider"), dict) else {}
-    for value in (
-        model.get("max_model_len"),  # vLLM
-        meta.get("n_ctx"),  # llama.cpp server: the context it runs with
-        model.get("context_length"),  # OpenRouter, LM Studio
-        top.get("context_length"),  # OpenRouter
-        model.get("context_window"),
-        meta.get("n_ctx_train"),
-    ):
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
+    """llama-server's `/props`, else `/v1/models` metadata, else Ollama's `/api/show`."""
+    for ask in (serverinfo.props_window, serverinfo.models_window, serverinfo.ollama_window):
+        try:
+            if size := await ask(settings):
+                return size
+        except Exception as exc:  # metadata is a nicety: any failure falls back to the next
+            log.info("no context window from %s (%s): %s", settings.base_url, ask.__name__, exc)
     return None
 
 

@@ -167,6 +167,8 @@ async def stream_chat(
             log.debug("response: HTTP %s %s", exc.status_code, body_text)
             if exc.status_code in (400, 422) and _drop_rejected(settings, body, body_text):
                 continue
+            if "tools" in body and errors.refuses_tools(body_text):
+                raise errors.tools_refused_error(exc.status_code, body_text, settings) from exc
             raise errors.status_error(exc.status_code, body_text, settings) from exc
         except openai.APITimeoutError as exc:
             raise errors.timeout_error(settings) from exc

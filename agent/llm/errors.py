@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from agent.config import Settings
-from agent.llm.events import ContextTooLong, LLMError
+from agent.llm.events import ContextTooLong, LLMError, ToolsRefused
 
 MAX_DETAIL = 300
 # Traceback lines and absolute file paths say nothing to the user and leak the server's layout.
@@ -19,6 +19,36 @@ _CONTEXT = re.compile(
     re.IGNORECASE,
 )
 _CONTEXT_CODES = {"context_length_exceeded", "exceed_context_size_error"}
+# The context size a server names when it rejects a request for its length, in each server's
+# words (the first pattern that matches wins; "Trying to keep the first N tokens" is the
+# prompt's size, not the context's, and matches none of them).
+_CONTEXT_SIZES = (
+    # llama.cpp llama-server (tests/data/real-servers/llama-server-0c1e570/error-400-context-
+    # size.json), and Ollama, which wraps llama-server's error body in its own as a string.
+    re.compile(r"available context size \((\d+) tokens\)"),
+    re.compile(r"n_ctx\\?\"?\s*:\s*(\d+)"),
+    # OpenAI; vLLM; llama-cpp-python (…/llama-cpp-python-0.3.36/error-400-context-length-
+    # nonstream.json): "This model's maximum context length is 8192 tokens."
+    re.compile(r"maximum context length is (\d+)", re.IGNORECASE),
+    # vLLM: "…is too long to fit into the model (context length 4096)"; V1: "Prompt length of
+    # N is longer than the maximum model length of 4096"; `max_model_len` (4096).
+    re.compile(r"\(context length (\d+)\)"),
+    re.compile(r"maximum model length of (\d+)"),
+    re.compile(r"max_model_len\W{0,4}(\d+)"),
+    # LM Studio: "…the model is loaded with context length of only 4096 tokens…";
+    # "Reached context length of 4096 tokens with model…".
+    re.compile(r"context length of (?:only )?(\d+) tokens"),
+)
+# Servers refusing the `tools` parameter: vLLM without --enable-auto-tool-choice ('"auto" tool
+# choice requires --enable-auto-tool-choice…'), Ollama ("… does not support tools"), llama-server
+# without --jinja ("tools param requires --jinja flag"), OpenAI-style "Unsupported parameter:
+# 'tools'", FastAPI servers that forbid extra fields (`"loc": ["body", "tools"]`).
+_TOOLS_REFUSED = re.compile(
+    r"does not support tools|tools? (?:param(?:eter)?|calling|use|choice) "
+    r"(?:is |are )?(?:not supported|requires|not enabled)|unsupported parameter\W{0,3}tools|"
+    r"\btools\b.{0,40}(?:not supported|not permitted|extra_forbidden|Extra inputs)",
+    re.IGNORECASE,
+)
 
 
 def where(settings: Settings) -> str:
@@ -56,19 +86,53 @@ def then(detail: str, advice: str) -> str:
     return f"{detail} {advice}" if detail.endswith((".", "!", "?", "…")) else f"{detail}. {advice}"
 
 
-def context_error(detail: str) -> ContextTooLong:
+def context_size_in(body: Any) -> int | None:
+    """The context size (tokens) an overflow error names, if it names one."""
+    text = body if isinstance(body, str) else _text_of(body)
+    for pattern in _CONTEXT_SIZES:
+        if match := pattern.search(text):
+            size = int(match.group(1))
+            if size > 0:
+                return size
+    return None
+
+
+def refuses_tools(body: Any) -> bool:
+    """Whether an error body says the server cannot take the `tools` parameter."""
+    return bool(_TOOLS_REFUSED.search(body if isinstance(body, str) else _text_of(body)))
+
+
+def _text_of(body: Any) -> str:
+    if isinstance(body, bytes):
+        return body.decode(errors="replace")
+    try:
+        return json.dumps(body, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(body)
+
+
+def context_error(detail: str, size: int | None = None) -> ContextTooLong:
     return ContextTooLong(
         "The conversation no longer fits the model's context window: "
         + then(
             detail, "Start a new session, or use a model (or server setting) with a larger context."
-        )
+        ),
+        size,
+    )
+
+
+def tools_refused_error(status: int, body: Any, settings: Settings) -> ToolsRefused:
+    detail, _ = error_detail(body)
+    return ToolsRefused(
+        f"The model server at {where(settings)} refused the tools parameter (HTTP {status}): "
+        + then(detail, 'Set tool_calls = "text" (or --tool-calls text) to call tools in text.')
     )
 
 
 def status_error(status: int, body: Any, settings: Settings) -> LLMError:
     detail, too_long = error_detail(body)
     if too_long:
-        return context_error(detail)
+        return context_error(detail, context_size_in(body))
     if status == 401:
         return LLMError(
             f"The model server at {where(settings)} rejected the API key (401): "
@@ -90,7 +154,7 @@ def stream_error(body: Any) -> LLMError:
     """An error the server reported inside a 200 stream."""
     detail, too_long = error_detail(body)
     if too_long:
-        return context_error(detail)
+        return context_error(detail, context_size_in(body))
     return LLMError(f"The model server reported an error mid-answer: {detail}")
 
 
@@ -105,6 +169,17 @@ def unreachable_error(exc: BaseException, settings: Settings) -> LLMError:
     return LLMError(
         f"Cannot reach the model server at {where(settings)}: "
         + then(trim(str(exc)), "Is it running, and is OPENAI_BASE_URL (or --base-url) right?")
+    )
+
+
+def unfinished_error() -> LLMError:
+    """`[DONE]` came, but no choice ever said why the answer ended (llama-cpp-python does this
+    to an answer when a second request reaches it): the answer is incomplete."""
+    return LLMError(
+        "The model's answer was cut off: the server ended the stream without saying the "
+        "answer was complete (no finish reason). The text so far is kept; send the prompt "
+        "again to continue. A server that serves one request at a time (llama-cpp-python) "
+        "does this when another request reaches it meanwhile."
     )
 
 

@@ -53,4 +53,13 @@ class LLMError(Exception):
 
 
 class ContextTooLong(LLMError):
-    """The request does not fit the model's context window (the server said so)."""
+    """The request does not fit the model's context window (the server said so). `size`: the
+    context size in tokens the server named, when it named one."""
+
+    def __init__(self, message: str, size: int | None = None) -> None:
+        super().__init__(message)
+        self.size = size
+
+
+class ToolsRefused(LLMError):
+    """The server refused the request's `tools` parameter (no native tool calling)."""

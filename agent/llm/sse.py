@@ -124,6 +124,10 @@ class StreamReader:
             self._data(payload, strict=True)
         if self.finish_reason is None and not self.done:
             raise errors.cut_off_error(self.saw_event)
+        if self.finish_reason is None and not self.calls.started:
+            # [DONE] without a finish reason: complete tool calls still run (their JSON is
+            # checked), but text alone cannot show it was finished.
+            raise errors.unfinished_error()
         events: list[LLMEvent] = []
         if thought := self.thought.flush():
             events.append(ThoughtDelta(thought))

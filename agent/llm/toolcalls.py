@@ -36,6 +36,11 @@ class ToolCallAccumulator:
         self._route: dict[int, int] = {}  # the server's index → ours, when it reused one
         self._saw_tool_calls = False
 
+    @property
+    def started(self) -> bool:
+        """Whether any tool call has begun."""
+        return bool(self._calls)
+
     def add_delta(self, delta: dict[str, Any]) -> list[ToolCallNamed]:
         """Take the tool-call parts of one delta; returns calls whose names became known."""
         tool_calls = delta.get("tool_calls")

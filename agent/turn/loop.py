@@ -80,7 +80,10 @@ class Turn:
         session.history.append(await user_message(blocks, session.files))
         # Read AGENTS.md once per turn, not on every model request of the turn.
         prompt = await system_prompt(
-            session.cwd, session.mode != "full-access", session.additional_directories
+            session.cwd,
+            confine=session.mode != "full-access",
+            additional_directories=session.additional_directories,
+            today=session.started_on,
         )
         self.model.system = {"role": "system", "content": prompt}
         if record:

@@ -1,5 +1,10 @@
 """One model request of a turn: the history compacted when it would not fit, the answer
-streamed to the editor as it arrives, tool calls announced as soon as they are named."""
+streamed to the editor as it arrives, tool calls announced as soon as they are named.
+
+Tools travel as the API's `tools` parameter or, for servers without native tool calling, as
+text (agent.textcalls): the `tool_calls` setting, `auto` switching to text when the server
+shows it cannot take them. Either way the calls come back as the same events.
+"""
 
 from __future__ import annotations
 
@@ -10,11 +15,13 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from agent.acp.protocol import AgentMessageChunk, AgentThoughtChunk, TextContent
 from agent.acp.wire import INTERNAL_ERROR, RpcError
 from agent.context.compaction import compact, needs_compaction
 from agent.context.prompt import without_audio
-from agent.context.usage import context_size
+from agent.context.usage import context_size, estimate_tokens, overflowed
 from agent.llm import (
     ContextTooLong,
     Finished,
@@ -26,8 +33,20 @@ from agent.llm import (
     stream_chat,
 )
 from agent.llm.errors import where
+from agent.llm.events import ToolsRefused
 from agent.llm.probe import NO_TOOLS, known_tool_support, probe_tool_support, should_probe
 from agent.options.notice import thought_notice
+from agent.textcalls import (
+    Switch,
+    as_text,
+    is_text_call,
+    parses_text,
+    switch_to_text,
+    switched,
+    text_tool_calls,
+    tools_prompt,
+    uses_text,
+)
 from agent.turn.calls import ToolCalls
 from agent.turn.updates import Updates
 
@@ -38,6 +57,15 @@ log = logging.getLogger("heron.turn")
 
 # Sessions already told that the server's template cannot take tools (told once per session).
 _told_no_tools: weakref.WeakSet[Session] = weakref.WeakSet()
+# Sessions already told that their tool calls go as text (`tool_calls = "auto"`).
+_told_text: weakref.WeakSet[Session] = weakref.WeakSet()
+TEXT_MODE = (
+    "Note: {why}, so Heron now describes the tools in the system prompt and the model calls "
+    "them by writing <tool_call> blocks ({model} at {where}; set tool_calls to native or "
+    "text to choose).\n\n"
+)
+
+PROPS_WAIT = 3.0  # seconds the first request of `auto` waits for llama-server's /props
 
 AUDIO_REFUSED = (
     "The model did not accept the audio in this prompt ({error}). The audio is left out of "
@@ -70,53 +98,92 @@ class Model:
 
     async def ask(self) -> Reply:
         """One model request. The history is compacted first when it would not fit, and once
-        more (then the request is retried) when the server says it was too long."""
+        more for the size the server names (then the request is retried) when it says it was
+        too long; a server that refuses `tools` is asked again with the tools in text."""
         await self.compact_history(force=False)
         try:
             return await self._ask_once()
         except RpcError as exc:
-            too_long = isinstance(exc.__cause__, ContextTooLong)
-            if not too_long or not await self.compact_history(force=True):
+            cause = exc.__cause__
+            if isinstance(cause, ToolsRefused) and self.use_text(Switch.REFUSED):
+                return await self._ask_once()
+            if not isinstance(cause, ContextTooLong) or not await self.overflowed(cause):
                 raise
         return await self._ask_once()
+
+    async def overflowed(self, error: ContextTooLong) -> bool:
+        """The request was too long: remember the size the server named, compact for it."""
+        if error.size:
+            self.session.context_limit = error.size
+            overflowed(self.session.settings, error.size)
+        return await self.compact_history(force=True)
 
     async def compact_history(self, force: bool) -> bool:
         """Replace the older history with a summary (agent.context.compaction); True if it did."""
         session = self.session
-        window = await context_size(session.settings)
+        window = await context_size(session.settings, session.context_limit)
+        system, _, tools = self.request_parts()
+        fixed = estimate_tokens([system, *tools])
         if not force and (
             (self.compacted_at and len(session.history) < self.compacted_at + 4)
-            or not needs_compaction([self.system, *session.history], window)
+            or not needs_compaction(session.history, window, fixed)
         ):
             return False
         try:
-            compacted = await compact(session.settings, session.history, window)
+            compacted = await compact(session.settings, session.history, window, fixed=fixed)
         except LLMError as exc:
             log.warning("compaction failed: %s", exc)
             return False
         if compacted is None:
             return False
-        session.history, summarized = compacted
+        session.history, summarized, shortened = compacted
         self.compacted_at = len(session.history)
-        self.updates.say(
-            f"(Compacted the conversation: {summarized} earlier messages are now a summary.)\n\n"
-        )
+        done = [f"{summarized} earlier messages are now a summary"] if summarized else []
+        done += [f"{shortened} large messages were shortened"] if shortened else []
+        self.updates.say(f"(Compacted the conversation: {'; '.join(done)}.)\n\n")
         self.updates.checkpoint()
         return True
 
+    def request_parts(self) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+        """The system message, the history and the tools as this request sends them: the
+        tools as the API's parameter, or (text mode) described in the system prompt."""
+        session = self.session
+        if not uses_text(session.settings):
+            return self.system, session.history, session.tool_specs()
+        described = f"{self.system.get('content', '')}\n\n{tools_prompt(session.tool_specs())}"
+        return {"role": "system", "content": described}, as_text(session.history), []
+
+    def use_text(self, why: Switch) -> bool:
+        """`auto`: tool calls go as text from now on (told once). False if they already did
+        (or the setting says otherwise)."""
+        news = switch_to_text(self.session.settings, why)
+        self.tell_text()
+        return news
+
+    def tell_text(self) -> None:
+        """Tell each session once that `auto` sends its tool calls as text, and why."""
+        session = self.session
+        why = switched(session.settings)
+        if why is not None and session not in _told_text:
+            _told_text.add(session)
+            model, at = session.settings.model, where(session.settings)
+            self.updates.say(TEXT_MODE.format(why=why.value, model=model, where=at))
+
     async def _ask_once(self) -> Reply:
         session, emit = self.session, self.updates.emit
-        self.check_tool_support()
+        await self.check_tool_support()
         for notice in await session.prepare_tools():  # MCP servers ready, tool list current
             self.updates.say(notice)
-        messages = [self.system, *session.history]
+        system, history, tools = self.request_parts()
+        messages = [system, *history]
         text: list[str] = []
         ids: dict[int, str] = {}  # stream index → tool call id
         finished: Finished | None = None
+        stream = stream_chat(session.settings, messages, tools)
+        if parses_text(session.settings):
+            stream = text_tool_calls(stream)
         try:
-            async with aclosing(
-                stream_chat(session.settings, messages, session.tool_specs())
-            ) as events:
+            async with aclosing(stream) as events:
                 async for event in events:
                     if isinstance(event, TextDelta):
                         text.append(event.text)
@@ -145,6 +212,8 @@ class Model:
         if notice := thought_notice(session):
             self.updates.say(notice)
         calls = [(ids[c.index], c) for c in finished.tool_calls if c.index in ids]
+        if tools and any(is_text_call(c) for _, c in calls):
+            self.use_text(Switch.WRITTEN)  # `tools` was sent, yet the model wrote its calls
         if finished.finish_reason == "length":
             # The arguments may be cut mid-way: nothing of this answer runs.
             for call_id in ids.values():
@@ -187,18 +256,26 @@ class Model:
             session.saver.history_saved = 0  # rewritten in place: saved whole at the next step
         return True
 
-    def check_tool_support(self) -> None:
-        """Tell the user once if the server cannot take tools; asking it never delays the turn."""
+    async def check_tool_support(self) -> None:
+        """Tell the user once if the server cannot take tools, or (`auto`) switch to text.
+        Only `auto` waits for the server's answer (asked when the session opened)."""
         session = self.session
+        if session.settings.tool_calls == "auto" and session.settings.base_url:
+            with anyio.move_on_after(PROPS_WAIT):
+                await probe_tool_support(session.settings)
         if should_probe(session.settings):
             session.connection.start_soon(self._probe_tool_support)
-        elif known_tool_support(session.settings) is False and session not in _told_no_tools:
-            _told_no_tools.add(session)
-            self.updates.say(NO_TOOLS.format(where=where(session.settings)))
+        self.tell_text()  # auto switched for another session of this endpoint and model
+        if known_tool_support(session.settings) is False:
+            if session.settings.tool_calls == "auto":
+                self.use_text(Switch.TEMPLATE)
+            elif session.settings.tool_calls == "native" and session not in _told_no_tools:
+                _told_no_tools.add(session)
+                self.updates.say(NO_TOOLS.format(where=where(session.settings)))
 
     async def _probe_tool_support(self) -> None:
         if await probe_tool_support(self.session.settings) is False and not self.updates.closed:
-            self.check_tool_support()
+            await self.check_tool_support()
 
 
 def _json_or_wrapped(arguments: str) -> str:

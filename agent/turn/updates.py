@@ -54,7 +54,7 @@ class Updates:
         self, usage: dict[str, Any] | None, messages: list[dict[str, Any]], reply: str
     ) -> None:
         """usage_update: how full the context is after this response (agent.context.usage)."""
-        size = await context_size(self.session.settings)
+        size = await context_size(self.session.settings, self.session.context_limit)
         if self.closed:
             return
         used = tokens_used(usage, messages, reply)
