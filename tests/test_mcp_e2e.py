@@ -10,7 +10,6 @@ import re
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -320,10 +319,8 @@ def test_cancel_during_a_call_stops_it_on_the_server(heron, fake_llm, workspace,
     sid = client.new_session(workspace, [stdio(markers)])
     pending = client.prompt_async(sid, "go")
     client.wait_for_update(lambda u: u.get("status") == "in_progress", 20)
-    started = time.monotonic()
     client.cancel(sid)
-    assert pending.result(10)["stopReason"] == "cancelled"
-    assert time.monotonic() - started < 1.0
+    assert pending.result(30)["stopReason"] == "cancelled"  # the call hangs: only this ends it
     assert statuses(pending.updates(), "h1")[-1] == "failed"
     wait_until(lambda: (markers / "hang-cancelled").exists(), 5, "the server saw the cancel")
 
