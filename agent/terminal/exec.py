@@ -21,6 +21,7 @@ import argparse
 import contextlib
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from agent.store.db import SessionRow
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_STOPPED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_PIPE_CLOSED = 141  # whoever read the output left (`| head`): what a SIGPIPE'd tool exits with
 
 STOPPED = {
     "max_tokens": "the model hit its output token limit",
@@ -168,6 +170,13 @@ def named_cwd(given: str | None) -> Path:
     return Path(os.getcwd())
 
 
+def _reader_gone(fd: int) -> bool:
+    """Whether `fd` is a pipe whose reading end is closed (poll reports an error on it)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
+
+
 def same_folder(stored: str, cwd: Path) -> bool:
     return bool(set(cwd_forms(Path(stored))) & set(cwd_forms(cwd)))
 
@@ -229,7 +238,11 @@ class Exec:
         )
         signal.signal(signal.SIGINT, self.on_interrupt)
         try:
-            return self.converse()
+            code = self.converse()
+            return EXIT_PIPE_CLOSED if self.stdout_gone else code
+        except BrokenPipeError:
+            self.output_gone()
+            return EXIT_PIPE_CLOSED
         except AgentGone:
             code = self.proc.wait()
             self.trace.error(f"the agent stopped unexpectedly (exit code {code})")
@@ -292,7 +305,8 @@ class Exec:
         if reason == "end_turn":
             return EXIT_OK
         if reason == "cancelled":
-            self.trace.note("interrupted")
+            if not self.stdout_gone:  # ended by the reader leaving: nothing to say
+                self.trace.note("interrupted")
             return EXIT_INTERRUPTED
         self.trace.note(f"stopped: {STOPPED.get(str(reason), f'stop reason {reason}')}")
         return EXIT_STOPPED
@@ -428,11 +442,21 @@ class Exec:
         try:
             write(value)
         except BrokenPipeError:
-            self.stdout_gone = True
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            self.output_gone()
             if not self.interrupted:
                 self.interrupted = True
                 self.send_cancel()
+
+    def output_gone(self) -> None:
+        """Stdout (or stderr) lost its reader: what is still written to either goes nowhere,
+        quietly, rather than as a BrokenPipeError at every write and at exit."""
+        self.stdout_gone = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                if _reader_gone(stream.fileno()):
+                    os.dup2(devnull, stream.fileno())
+        os.close(devnull)
 
     # -- permission questions ----------------------------------------------------------------
 
