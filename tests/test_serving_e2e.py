@@ -236,8 +236,8 @@ def test_of_several_prompts_sent_while_one_runs_only_the_newest_runs(heron, fake
         ).encode()
         + b"\n"
     )
-    assert first.result(timeout=5) == {"stopReason": "cancelled"}
-    assert client.next_response_for("two", timeout=5)["result"] == {"stopReason": "cancelled"}
+    assert first.result(timeout=30) == {"stopReason": "cancelled"}
+    assert client.next_response_for("two", timeout=30)["result"] == {"stopReason": "cancelled"}
     assert client.next_response_for("three", timeout=10)["result"] == {"stopReason": "end_turn"}
     asked = [r.body["messages"][-1] for r in fake_llm.requests]
     assert len(asked) == 2 and asked[1]["content"] == "three"  # "two" never reached the model

@@ -70,7 +70,7 @@ def test_cancel_mid_stream_stops_the_model_and_answers_cancelled(heron, fake_llm
     pending = client.prompt_async(session_id, "Write a novel")
     client.wait_for_update(lambda u: u["sessionUpdate"] == "agent_message_chunk")
     client.cancel(session_id)
-    assert pending.result(timeout=5) == {"stopReason": "cancelled"}
+    assert pending.result(timeout=30) == {"stopReason": "cancelled"}
     assert fake_llm.client_gone.wait(5), "the model stream was not closed on cancel"
     seen = len(client.updates(session_id))
     client.round_trip()
@@ -89,7 +89,7 @@ def test_a_new_prompt_while_one_runs_cancels_the_old_one(heron, fake_llm, worksp
     first = client.prompt_async(session_id, "slow one")
     client.wait_for_update(lambda u: u["sessionUpdate"] == "agent_message_chunk")
     second = client.prompt_async(session_id, "new one")
-    assert first.result(timeout=5) == {"stopReason": "cancelled"}
+    assert first.result(timeout=30) == {"stopReason": "cancelled"}
     assert second.result(timeout=10) == {"stopReason": "end_turn"}
 
 
