@@ -12,7 +12,8 @@ session runs in this run's mode (`--mode`, `--yes`, else the settings), never in
 stored with: a session once run with `--yes` must not keep full access in a later run.
 
 Exit codes: 0 end_turn; 1 model or runtime error; 2 usage or configuration error (an unknown
-session included); 3 max_tokens / max_turn_requests / refusal; 130 interrupted.
+session included); 3 max_tokens / max_turn_requests / refusal; 130 interrupted; 141 the reader
+of the output left (`| head`).
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run one prompt turn with Heron's tools in a directory and exit. The answer "
         "goes to stdout, a trace of the tool calls to stderr.",
         epilog="Exit codes: 0 done; 1 model or runtime error; 2 usage or configuration error; "
-        "3 stopped early (token limit, request limit, refusal); 130 interrupted.",
+        "3 stopped early (token limit, request limit, refusal); 130 interrupted; 141 the reader of "
+        "the output left (| head).",
     )
     parser.add_argument("prompt", help='the task; "-" reads it from stdin')
     parser.add_argument("--cwd", help="the workspace (default: the current directory)")
