@@ -247,9 +247,13 @@ class Terminal:
         self.wait_reading()
         self.type("\x03")
 
-    def wait_reading(self, timeout: float = 20) -> None:
-        """Poll until the program's main thread is blocked in read(2) (Linux /proc)."""
+    def wait_reading(self, fd: int | None = 0, timeout: float = 20) -> None:
+        """Poll until the program's main thread is blocked in read(2) of `fd` (None: of any
+        file) (Linux /proc). Only a read of the terminal will do for a Ctrl-C: one that lands
+        while Python reads a module during an import is lost the same way."""
         number = {"x86_64": "0 ", "aarch64": "63 "}.get(platform.machine())
+        if number and fd is not None:
+            number += f"{fd:#x} "
         deadline = time.monotonic() + timeout
         while number and not _syscall(self.pid).startswith(number):
             assert time.monotonic() < deadline, f"never read its input; the screen:\n{self.screen}"
@@ -377,7 +381,7 @@ def test_a_second_ctrl_c_exits_at_once_and_the_command_still_dies(terminal, fake
     try:
         term.type("\x03")
         term.expect("Ctrl-C again")
-        term.wait_reading()  # back in its read: it did not exit on the first Ctrl-C
+        term.wait_reading(fd=None)  # back in a read: it did not exit on the first Ctrl-C
         assert os.waitpid(term.pid, os.WNOHANG) == (0, 0), "exited before the second Ctrl-C"
         term.type("\x03")
         assert term.wait(timeout=5) == 130, term.screen
