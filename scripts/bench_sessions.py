@@ -175,7 +175,7 @@ def seed_long_session(path: Path, workspace: str, turns: int) -> str:
     db.upsert_session(
         conn, db.SessionRow(session_id, workspace, [], "Long", stamp, stamp, "ask", "fake-model")
     )
-    db.put_history(conn, session_id, 0, history, replace=True)
+    db.put_history(conn, session_id, 0, history, replace_from=0)
     db.put_updates(conn, session_id, 0, updates)
     conn.execute("COMMIT")
     conn.close()

@@ -206,6 +206,81 @@ def test_exec_continues_a_session_an_editor_started(heron, heron_cli, fake_llm, 
     ]
 
 
+def test_continue_skips_an_editor_thread_that_was_never_prompted(
+    heron, heron_cli, fake_llm, workspace
+):
+    fake_llm.script(text("Noted: 42."), text("It was 42."))
+    editor = heron()
+    talked = editor.new_session(workspace)
+    assert editor.prompt(talked, "Remember the number 42.")["stopReason"] == "end_turn"
+    editor.new_session(workspace)  # a new thread, opened and left empty: newer, yet no talk
+    editor.close_stdin()
+    assert editor.wait_exit(10) == 0
+
+    again = heron_cli("exec", "--continue", "Which number?", cwd=workspace)
+    assert again.returncode == 0, again.stderr
+    assert f"continuing session {talked}" in again.stderr
+    assert conversation(fake_llm.requests[-1])[0] == ("user", "Remember the number 42.")
+
+
+def said(updates: list[dict[str, Any]]) -> str:
+    return "".join(
+        u["content"]["text"]
+        for u in updates
+        if u["sessionUpdate"] == "agent_message_chunk" and u["content"]["type"] == "text"
+    )
+
+
+def test_an_editor_thread_continued_by_exec_keeps_both_processes_turns(
+    heron, heron_cli, fake_llm, workspace
+):
+    fake_llm.script(text("E1"), text("X1"), text("E2"), text("E3"), text("X2"))
+    editor = heron()
+    session_id = editor.new_session(workspace)
+    assert editor.prompt(session_id, "editor one")["stopReason"] == "end_turn"
+    # The thread stays open in the editor while a terminal continues it.
+    done = heron_cli("exec", "--session", session_id, "terminal one", cwd=workspace)
+    assert done.returncode == 0, done.stderr
+    turns = [editor.prompt(session_id, f"editor {n}")["updates"] for n in ("two", "three")]
+    notices = [said(updates).count("another Heron process") for updates in turns]
+    assert sum(notices) == 1  # told once, in the chat
+    assert said(turns[1]).endswith("E3")
+    editor.close_stdin()
+    assert editor.wait_exit(10) == 0
+    assert "a write failed" not in editor.stderr
+
+    # Nothing either process saved was written over: the terminal's turn, then the editor's.
+    done = heron_cli("exec", "--session", session_id, "terminal two", cwd=workspace)
+    assert done.returncode == 0, done.stderr
+    users = [c for r, c in conversation(fake_llm.requests[-1]) if r == "user"]
+    assert users == ["editor one", "terminal one", "editor two", "editor three", "terminal two"]
+    fresh = heron()
+    load = fresh.request_async(
+        "session/load", {"sessionId": session_id, "cwd": workspace, "mcpServers": []}
+    )
+    load.result()
+    shown = [
+        u["content"]["text"]
+        for u in load.updates()
+        if u["sessionUpdate"] in ("user_message_chunk", "agent_message_chunk")
+        and u["content"]["type"] == "text"
+    ]
+    # (The notice is part of E2's or E3's message.)
+    notice = re.compile(r"Note: another Heron process.*?\n\n", re.DOTALL)
+    assert [notice.sub("", t) for t in shown] == [
+        "editor one",
+        "E1",
+        "terminal one",
+        "X1",
+        "editor two",
+        "E2",
+        "editor three",
+        "E3",
+        "terminal two",
+        "X2",
+    ]
+
+
 def test_continue_finds_an_editor_s_session_in_a_folder_reached_through_a_symlink(
     heron, heron_cli, fake_llm, workspace, tmp_path
 ):

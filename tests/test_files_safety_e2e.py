@@ -224,13 +224,19 @@ def test_a_client_with_one_fs_capability_gets_the_disk_for_both(heron, fake_llm,
     assert [r.method for r in client.agent_requests if r.method.startswith("fs/")] == []
 
 
-def test_a_new_file_is_not_asked_of_the_editor(heron, fake_llm, workspace):
-    client, _, _, status = run(
+def test_a_new_file_is_asked_of_the_editor_and_not_found_means_new(heron, fake_llm, workspace):
+    path = Path(workspace, "brand-new.txt")
+    client, turn, _, status = run(
         heron, fake_llm, workspace, write("brand-new.txt", "hi\n", "w"), caps=FS_CAPS
     )
     assert status["w"] == "completed"
     fs = [(r.method, r.params["path"]) for r in client.agent_requests if r.method.startswith("fs/")]
-    assert fs == [("fs/write_text_file", str(Path(workspace, "brand-new.txt")))]
+    # Asked first (an unsaved buffer may hold it), written once the editor said "not found".
+    assert fs[-1] == ("fs/write_text_file", str(path))
+    assert fs[:-1] and set(fs[:-1]) == {("fs/read_text_file", str(path))}
+    assert path.read_text() == "hi\n"
+    shown = [u for u in turn["updates"] if u.get("toolCallId") == "w" and u.get("title")]
+    assert shown[-1]["title"].startswith("Create brand-new.txt")
 
 
 def test_through_the_editor_the_buffer_counts_as_seen_and_is_checked(heron, fake_llm, workspace):

@@ -11,12 +11,14 @@ import json
 import os
 import signal
 import sqlite3
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from acp_client import RpcError
+from acp_client import DEFAULT_CAPABILITIES, AcpClient, RpcError
+from conftest import _heron_executable, heron_env
 from fake_openai import Call, error, stall, text, tool_calls
 
 FULL = ("--mode", "full-access")
@@ -109,15 +111,64 @@ def test_session_capabilities_are_advertised(heron):
     assert caps["sessionCapabilities"] == {"list": {}, "resume": {}, "close": {}, "delete": {}}
 
 
-def test_the_store_is_not_created_before_the_first_prompt(heron, fake_llm, workspace, heron_home):
+def restore_params(session_id: str, cwd: str) -> dict[str, Any]:
+    return {"sessionId": session_id, "cwd": cwd, "mcpServers": []}
+
+
+def test_a_session_is_stored_from_session_new_on(heron, fake_llm, workspace):
+    """Never prompted, it is listed (untitled) and can be resumed or loaded, in another
+    process as in this one (acpx: `sessions new`, then a prompt from a new process)."""
     client = heron()
     session_id = client.new_session(workspace)
-    client.round_trip()
-    assert not store_path(heron_home).exists()
-    fake_llm.script(text("hi"))
-    client.prompt(session_id, "hello")
-    stop(client)
-    assert store_path(heron_home).exists()
+    listed = client.request("session/list", {})["sessions"]
+    assert [s["sessionId"] for s in listed] == [session_id]
+    assert "title" not in listed[0] and listed[0]["cwd"] == workspace
+
+    other = heron()
+    assert set(other.request("session/resume", restore_params(session_id, workspace))) == {
+        "configOptions",
+        "modes",
+    }
+    fake_llm.script(text("Hello from elsewhere."), text("And here."))
+    assert other.prompt(session_id, "first words")["stopReason"] == "end_turn"
+    stop(other)
+
+    # The process that made it loads it too, and sees the turn the other process added.
+    load = client.request_async("session/load", restore_params(session_id, workspace))
+    load.result()
+    assert editor_view(turn_updates(load.updates())) == [
+        user_chunk({"type": "text", "text": "first words"}),
+        agent_chunk("Hello from elsewhere."),
+    ]
+    assert client.prompt(session_id, "go on")["stopReason"] == "end_turn"
+    roles = [m["role"] for m in fake_llm.requests[-1].body["messages"]]
+    assert roles == ["system", "user", "assistant", "user"]
+
+
+@pytest.mark.parametrize("damage", ["{broken", '"a string"'])
+def test_a_failed_restore_leaves_the_live_session_live(
+    heron, fake_llm, workspace, heron_home, damage
+):
+    fake_llm.script(text("one"), text("two"), text("three"))
+    client = heron()
+    session_id = client.new_session(workspace)
+    assert client.prompt(session_id, "hello")["stopReason"] == "end_turn"
+    assert client.prompt(session_id, "still there?")["stopReason"] == "end_turn"
+    # Its stored row made unreadable: an error that says so, and the live session goes on.
+    db = sqlite3.connect(store_path(heron_home), timeout=10)
+    deadline = time.monotonic() + 10
+    stored = "SELECT count(*) FROM history WHERE session_id = ?"
+    while db.execute(stored, (session_id,)).fetchone()[0] < 4:  # the two turns, written
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    with db:
+        db.execute("UPDATE history SET message = ? WHERE session_id = ?", (damage, session_id))
+    db.close()
+    for method in ("session/load", "session/resume"):
+        with pytest.raises(RpcError) as err:
+            client.request(method, restore_params(session_id, workspace))
+        assert err.value.code == -32602 and "cannot be read" in err.value.message
+    assert client.prompt(session_id, "and now?")["stopReason"] == "end_turn"
 
 
 # -- load ------------------------------------------------------------------------------------
@@ -584,3 +635,135 @@ def test_a_rejection_that_compaction_cannot_help_fails_the_turn_readably(
     with pytest.raises(RpcError) as err:
         client.prompt(session_id, "x" * 100)
     assert "context length" in err.value.message
+
+
+# -- text the store cannot take, odd ids -----------------------------------------------------
+
+
+def raw_request(client, rid: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """A request written as JSON with ASCII escapes, so that it can carry half a surrogate
+    pair, as some clients' JSON does."""
+    message = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
+    client.send_raw(json.dumps(message).encode() + b"\n")
+    return client.next_response_for(rid)
+
+
+def test_one_unencodable_string_does_not_switch_the_store_off(heron, fake_llm, workspace):
+    # A file name that is not UTF-8, listed by the model...
+    Path(os.fsdecode(os.path.join(os.fsencode(workspace), b"caf\xe9.txt"))).write_text("x")
+    fake_llm.script(
+        tool_calls(Call("list_directory", {"path": "."}, id="ls")),
+        text("Listed."),
+        text("Half an emoji."),
+        text("Still saving."),
+    )
+    client = heron()
+    listed_here = client.new_session(workspace)
+    assert client.prompt(listed_here, "What is here?")["stopReason"] == "end_turn"
+    # ... half a surrogate pair in a prompt ...
+    half = client.new_session(workspace)
+    answer = raw_request(
+        client,
+        "half",
+        "session/prompt",
+        {"sessionId": half, "prompt": [{"type": "text", "text": "smile \ud83d please"}]},
+    )
+    assert answer["result"]["stopReason"] == "end_turn"
+    # ... and a session/delete with such an id: refused, nothing is written for it.
+    refused = raw_request(client, "odd", "session/delete", {"sessionId": "sess_\udc80"})
+    assert refused["error"]["code"] == -32602
+    # The model read the file name as text it can use, and got the prompt, repaired.
+    read = json.dumps(fake_llm.requests[1].body["messages"], ensure_ascii=False)
+    assert "caf\ufffd.txt" in read
+    assert fake_llm.requests[2].body["messages"][-1]["content"] == "smile \ufffd please"
+    # Every session goes on being saved.
+    later = client.new_session(workspace)
+    assert client.prompt(later, "after all that")["stopReason"] == "end_turn"
+    stop(client)
+    assert "will not be saved" not in client.stderr and "not being saved" not in client.stderr
+
+    again = heron()
+    titles = {s["sessionId"]: s.get("title") for s in again.request("session/list", {})["sessions"]}
+    assert titles == {
+        listed_here: "What is here?",
+        half: "smile \ufffd please",
+        later: "after all that",
+    }
+    load = again.request_async("session/load", restore_params(listed_here, workspace))
+    load.result()
+    calls = [u for u in load.updates() if u["sessionUpdate"] == "tool_call"]
+    assert calls[0]["status"] == "completed"
+    assert "caf\ufffd.txt" in json.dumps(calls[0], ensure_ascii=False)
+
+
+# -- one session, two processes --------------------------------------------------------------
+
+
+def test_a_session_deleted_by_another_process_stays_deleted(heron, fake_llm, workspace):
+    fake_llm.script(text("one"), text("two"), text("three"))
+    live = heron()
+    session_id = live.new_session(workspace)
+    assert live.prompt(session_id, "first")["stopReason"] == "end_turn"
+    other = heron()
+    assert other.request("session/delete", {"sessionId": session_id}) == {}
+    # The live process is told once, in the chat, and keeps working, without saving it again.
+    turns = [live.prompt(session_id, words)["updates"] for words in ("second", "third")]
+    said = ["".join(u["content"].get("text", "") for u in t if "content" in u) for t in turns]
+    assert sum(s.count("deleted by another Heron process") for s in said) == 1
+    assert said[1].endswith("three")
+    stop(live)
+    assert other.request("session/list", {}) == {"sessions": []}
+    with pytest.raises(RpcError):
+        other.request("session/load", restore_params(session_id, workspace))
+
+
+# -- a store that refuses a write ------------------------------------------------------------
+
+# Runs `heron` with a file size limit (`ulimit -f`): a write beyond it fails with EFBIG.
+WITH_FILE_SIZE_LIMIT = (
+    "import os, resource, sys; "
+    "resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]),) * 2); "
+    "os.execv(sys.argv[2], sys.argv[2:])"
+)
+
+
+def test_a_write_beyond_the_file_size_limit_names_its_cause_and_fails_alone(
+    fake_llm, workspace, heron_home, tmp_path
+):
+    limit = 1 << 20
+    client = AcpClient(workspace)
+    client.start(
+        [sys.executable, "-c", WITH_FILE_SIZE_LIMIT, str(limit), _heron_executable()],
+        env=heron_env(fake_llm, heron_home, None),
+        cwd=str(tmp_path),
+    )
+    try:
+        client.initialize(DEFAULT_CAPABILITIES)
+        fake_llm.script(text("big one"), text("small one"), text("small two"))
+        big = client.new_session(workspace)
+        huge = "x" * (limit + limit // 2)
+        turn = client.prompt(big, f"Keep this: {huge}")
+        said = "".join(
+            u["content"]["text"]
+            for u in turn["updates"]
+            if u["sessionUpdate"] == "agent_message_chunk"
+        )
+        assert "not being saved" in said and "file is too large" in said
+        assert "rollback" not in said and "big one" in said
+        # The other sessions are still saved.
+        small = client.new_session(workspace)
+        for words in ("small talk", "more small talk"):
+            assert client.prompt(small, words)["stopReason"] == "end_turn"
+        listed = {
+            s["sessionId"]: s.get("title") for s in client.request("session/list", {})["sessions"]
+        }
+        assert listed == {big: None, small: "small talk"}
+        load = client.request_async("session/load", restore_params(small, workspace))
+        load.result()
+        users = [u for u in load.updates() if u["sessionUpdate"] == "user_message_chunk"]
+        assert [u["content"]["text"] for u in users] == ["small talk", "more small talk"]
+        client.close_stdin()
+        assert client.wait_exit(10) == 0
+    finally:
+        client.kill()
+    client.assert_clean()

@@ -11,8 +11,9 @@ import anyio
 import pytest
 
 from agent.store import db
+from agent.store.failures import describe
 from agent.store.replay import INTERRUPTED, replay_updates
-from agent.store.saver import answer_dangling_calls, make_title
+from agent.store.saver import Saver, answer_dangling_calls, make_title, storable
 from agent.store.store import Store
 
 
@@ -42,9 +43,9 @@ def test_save_load_and_delete(tmp_path: Path):
     conn = db.connect(tmp_path / "s.db")
     conn.execute("BEGIN IMMEDIATE")
     db.upsert_session(conn, row("a"))
-    db.put_history(conn, "a", 0, ['{"role": "user", "content": "hi"}'], replace=False)
+    db.put_history(conn, "a", 0, ['{"role": "user", "content": "hi"}'])
     db.put_updates(conn, "a", 0, ['{"sessionUpdate": "user_message_chunk"}'])
-    db.put_history(conn, "a", 0, ['{"role": "user", "content": "summary"}'], replace=True)
+    db.put_history(conn, "a", 0, ['{"role": "user", "content": "summary"}'], replace_from=0)
     conn.execute("COMMIT")
     stored = db.load_session(conn, "a")
     assert stored is not None
@@ -107,6 +108,75 @@ def test_an_unopenable_store_turns_off_and_says_why(tmp_path: Path):
     assert store.failure and "cannot open" in store.failure
 
 
+class Hooks:
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def committed(self) -> None:
+        self.events.append("committed")
+
+    def aborted(self) -> None:
+        self.events.append("aborted")
+
+    def failed(self, reason: str) -> None:
+        self.events.append(f"failed: {reason}")
+
+
+def test_a_failing_write_fails_alone_and_the_store_stays_on(tmp_path: Path):
+    store = Store(tmp_path / "s.db")
+    good, bad, later = Hooks(), Hooks(), Hooks()
+
+    def unencodable(conn: sqlite3.Connection) -> None:
+        db.upsert_session(conn, row("bad\udc80"))
+
+    async def main() -> list[db.SessionRow]:
+        # Queued together: one transaction, which fails; each is then tried on its own.
+        store.write(lambda conn: db.upsert_session(conn, row("a")), good)
+        store.write(unencodable, bad)
+        store.write(lambda conn: db.upsert_session(conn, row("b")), later)
+        return await store.read(lambda conn: db.list_sessions(conn, None, None, 10))
+
+    rows = anyio.run(main)
+    assert sorted(r.id for r in rows) == ["a", "b"]
+    assert store.failure is None
+    assert bad.events[-2] == "aborted" and bad.events[-1].startswith("failed: text that cannot")
+    assert good.events[-1] == later.events[-1] == "committed"
+
+
+def test_failures_name_their_cause(tmp_path: Path):
+    path = tmp_path / "s.db"
+    db.connect(path).close()
+    readonly = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    with pytest.raises(sqlite3.Error) as err:
+        readonly.execute("INSERT INTO sessions (id) VALUES ('x')")
+    assert describe(err.value, path).startswith("the store is read-only (")
+    too_big = OSError(27, "File too large")
+    assert describe(too_big, path) == "the file is too large ([Errno 27] File too large)"
+    assert describe(OSError(28, "No space left on device"), path).startswith("the disk is full")
+    # After SQLite rolled back by itself, a ROLLBACK would only say "no transaction is active".
+    assert "rollback" not in describe(sqlite3.OperationalError("disk I/O error"), path)
+
+
+def test_lone_surrogates_are_made_storable():
+    assert storable("plain é 😀") == "plain é 😀"
+    assert storable("caf\udce9.txt") == "caf\ufffd.txt"
+    assert storable("\ud83d\ude00 and \ud83d") == "😀 and \ufffd"  # halves joined if they pair
+
+
+def test_never_prompted_sessions_written_by_heron_are_pruned_after_a_while(tmp_path: Path):
+    conn = db.connect(tmp_path / "s.db")
+    conn.execute("BEGIN IMMEDIATE")
+    db.upsert_session(conn, row("old-empty", "2025-01-01T00:00:00.000000Z"), revision=1)
+    db.upsert_session(conn, row("old-prompted", "2025-01-01T00:00:00.000000Z"), revision=3)
+    db.put_history(conn, "old-prompted", 0, ['{"role": "user", "content": "hi"}'])
+    db.upsert_session(conn, row("new-empty", "2026-11-20T00:00:00.000000Z"), revision=1)
+    db.upsert_session(conn, row("seeded", "2025-01-01T00:00:00.000000Z"))  # not by Heron
+    assert db.prune_unprompted(conn, "2026-01-01T00:00:00.000000Z") == 1
+    conn.execute("COMMIT")
+    left = sorted(r.id for r in db.list_sessions(conn, None, None, 10))
+    assert left == ["new-empty", "old-prompted", "seeded"]
+
+
 def test_replay_folds_tool_calls_keeps_the_last_plan_and_fails_open_calls():
     plan = {"sessionUpdate": "plan", "entries": []}
     last_plan = {"sessionUpdate": "plan", "entries": [{"content": "x"}]}
@@ -158,3 +228,68 @@ def test_a_history_cut_mid_turn_gets_answers_for_its_open_calls():
     fixed = answer_dangling_calls(history)
     assert [m.get("tool_call_id") for m in fixed] == [None, None, "c1", "c2"]
     assert answer_dangling_calls(fixed) is fixed  # nothing left to answer
+
+
+class FakeSession:
+    """What a Saver reads of a session."""
+
+    def __init__(self, session_id: str) -> None:
+        self.id = session_id
+        self.cwd = Path("/w")
+        self.additional_directories: list[Path] = []
+        self.title: str | None = "t"
+        self.mode = "ask"
+        self.settings = type("S", (), {"model": "m"})()
+        self.choices = type("C", (), {"saved": staticmethod(dict)})()
+        self.history: list[dict[str, object]] = []
+        self.transcript: list[dict[str, object]] = []
+
+    def turn(self, words: str) -> None:
+        self.history += [{"role": "user", "content": words}, {"role": "assistant", "content": "ok"}]
+        self.transcript.append({"sessionUpdate": "user_message_chunk", "text": words})
+
+
+def test_two_savers_of_one_session_append_after_each_other_even_through_a_compaction(
+    tmp_path: Path,
+):
+    path = tmp_path / "s.db"
+    here, there = Store(path), Store(path)  # two processes' stores
+    a, b = FakeSession("s"), FakeSession("s")
+    saver_a, saver_b = Saver(here), Saver(there)
+
+    async def flush() -> None:
+        await here.flush()
+        await there.flush()
+
+    async def main() -> db.StoredSession | None:
+        a.turn("a1")
+        saver_a.checkpoint(a)
+        await flush()
+        stored = await there.read(lambda conn: db.load_session(conn, "s"))
+        b.history, b.transcript = list(stored.history), list(stored.transcript)
+        restore_saver(saver_b, stored)
+        b.turn("b1")
+        saver_b.checkpoint(b)
+        await flush()
+        a.turn("a2")
+        assert saver_a.checkpoint(a) is None  # the conflict is found by this write...
+        await flush()
+        a.history = [{"role": "user", "content": "summary"}, *a.history[-2:]]  # compaction
+        a.turn("a3")
+        notice = saver_a.checkpoint(a)  # ... and told at the next step
+        assert notice is not None and "another Heron process" in notice
+        await flush()
+        return await here.read(lambda conn: db.load_session(conn, "s"))
+
+    stored = anyio.run(main)
+    assert stored is not None
+    said = [m["content"] for m in stored.history if m["role"] == "user"]
+    # b's turn kept; a's turns after it; a's compaction replaced only a's own part
+    assert said == ["a1", "b1", "summary", "a2", "a3"]
+    assert [u["text"] for u in stored.transcript] == ["a1", "b1", "a2", "a3"]
+
+
+def restore_saver(saver: Saver, stored: db.StoredSession) -> None:
+    saver.restored(stored)
+    saver.first_saved_message = stored.history[0]
+    saver.last_saved_message = stored.history[-1]

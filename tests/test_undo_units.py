@@ -15,9 +15,10 @@ from agent.tools.base import Safety
 from agent.tools.files_backend import Files
 from agent.tools.files_io import text_digest
 from agent.undo import journal as journal_module
+from agent.undo import revert as revert_module
 from agent.undo import states
 from agent.undo.journal import UndoJournal
-from agent.undo.revert import Real, Simulated, revert
+from agent.undo.revert import Real, Simulated, collapse, revert
 
 
 class FakeTool:
@@ -254,3 +255,42 @@ def test_a_file_created_through_a_link_goes_and_the_link_stays(tmp_path: Path):
     assert [o.reverted for o in outcomes] == [True]
     assert not (tmp_path / "target.txt").exists()
     assert os.readlink(link) == "target.txt"
+
+
+def test_writes_merge_only_where_each_started_from_what_the_last_wrote(tmp_path: Path):
+    journal = UndoJournal()
+    journal.start_turn()
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    write(journal, a, "1\n", "2\n")
+    write(journal, a, "2\n", "3\n")  # follows on: one step with the one before
+    write(journal, b, "x\n", "y\n")
+    write(journal, b, "y and the user's line\n", "z\n")  # someone typed in between: two steps
+    merged = collapse(journal.turns[0].changes)
+    assert [(c.path, c.before.get("text")) for c in merged] == [
+        (str(a), "1\n"),
+        (str(b), "x\n"),
+        (str(b), "y and the user's line\n"),
+    ]
+    assert merged[0].after == text_digest("3\n") and merged[0].after_size == 2
+
+    b.write_text("z\n")
+    preview = anyio.run(revert, journal.turns[0].changes, Simulated(Real(local_files())), tmp_path)
+    done = anyio.run(revert, journal.turns[0].changes, Real(local_files()), tmp_path)
+    assert [(o.reverted, o.note) for o in done] == [(o.reverted, o.note) for o in preview]
+    assert [o.reverted for o in done] == [True, False, True]
+    assert b.read_text() == "y and the user's line\n" and a.read_text() == "1\n"
+    assert "changed between that turn's edits" in done[1].note
+
+
+def test_a_same_hash_other_size_counts_as_changed(tmp_path: Path, monkeypatch):
+    journal = UndoJournal()
+    journal.start_turn()
+    a = tmp_path / "a.txt"
+    write(journal, a, "1\n", "2\n")
+    a.write_text("2 and more\n")
+    (change,) = journal.turns[0].changes
+    change.after = "same"  # a hash collision: every text hashes alike
+    monkeypatch.setattr(revert_module, "digest", lambda text: "same")
+    (outcome,) = anyio.run(revert, [change], Real(local_files()), tmp_path)
+    assert not outcome.reverted and "a.txt changed since the turn" in outcome.note
+    assert a.read_text() == "2 and more\n"

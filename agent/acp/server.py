@@ -161,7 +161,7 @@ class Server:
         session_id = f"sess_{_uuid4_hex()}"
         session = self._open_session(session_id, cwd, parsed.mcp_servers)
         session.additional_directories = [Path(d) for d in parsed.additional_directories]
-        self.store.attach(session)
+        self.store.attach(session, new=True)  # stored once the answer is out
         announce_after_answer(session)  # the slash commands
         log.info("session %s in %s", session_id, cwd)
         return {"sessionId": session_id, **opened(session)}

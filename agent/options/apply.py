@@ -141,10 +141,10 @@ def _lookup(session: Session, value: str) -> ModelPick | None:
 
 
 def _save(session: Session) -> None:
-    """Saved now if the session is in the store already; else with its first step (a session
-    with no prompt yet is not saved at all)."""
+    """Saved now if the session is in the store already (or its row is queued); else with the
+    row."""
     saver = session.saver
-    if saver is not None and (saver.history_saved or saver.transcript_saved):
+    if saver is not None and saver.in_store:
         session.save()
 
 

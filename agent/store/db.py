@@ -69,6 +69,11 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE sessions ADD COLUMN options TEXT NOT NULL DEFAULT '{}'
     """,
+    # Bumped by every save: a process that finds another number than it wrote last knows that
+    # another process saved this session since (agent.store.saver).
+    """
+    ALTER TABLE sessions ADD COLUMN revision INTEGER NOT NULL DEFAULT 0
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -88,6 +93,7 @@ class SessionRow:
     mode: str | None
     model: str | None
     options: dict[str, Any] = field(default_factory=dict)  # the session's picks (agent.options)
+    revision: int = 0  # see MIGRATIONS[3]
 
     def info(self) -> dict[str, Any]:
         """The session as ACP's `session/list` describes it (SessionInfo)."""
@@ -148,15 +154,17 @@ def migrate(conn: sqlite3.Connection) -> None:
 # -- writes (called inside a transaction) ------------------------------------------------------
 
 
-def upsert_session(conn: sqlite3.Connection, row: SessionRow) -> None:
+def upsert_session(conn: sqlite3.Connection, row: SessionRow, revision: int = 0) -> None:
+    """Insert or update the row; a title once given is kept when `row` has none."""
     conn.execute(
         """INSERT INTO sessions (id, cwd, additional_dirs, title, created_at, updated_at, mode,
-                                 model, options)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                 model, options, revision)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
            ON CONFLICT (id) DO UPDATE SET cwd = excluded.cwd,
-               additional_dirs = excluded.additional_dirs, title = excluded.title,
+               additional_dirs = excluded.additional_dirs,
+               title = coalesce(excluded.title, sessions.title),
                updated_at = excluded.updated_at, mode = excluded.mode, model = excluded.model,
-               options = excluded.options""",
+               options = excluded.options, revision = excluded.revision""",
         (
             row.id,
             row.cwd,
@@ -167,16 +175,53 @@ def upsert_session(conn: sqlite3.Connection, row: SessionRow) -> None:
             row.mode,
             row.model,
             json.dumps(row.options),
+            revision,
         ),
     )
 
 
+def revision(conn: sqlite3.Connection, session_id: str) -> int | None:
+    """The session's revision in the store; None when it is not there."""
+    found = conn.execute("SELECT revision FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    return None if found is None else found[0]
+
+
+def stored_lengths(conn: sqlite3.Connection, session_id: str) -> tuple[int, int]:
+    """How many history messages and transcript entries the store holds (their next seq)."""
+    history, updates = (
+        conn.execute(
+            f"SELECT coalesce(max(seq) + 1, 0) FROM {table} WHERE session_id = ?", (session_id,)
+        ).fetchone()[0]
+        for table in ("history", "updates")
+    )
+    return history, updates
+
+
+def prune_unprompted(conn: sqlite3.Connection, before: str) -> int:
+    """Forget sessions opened by `session/new` but never prompted (no history, no transcript)
+    and not touched since `before`. Only rows a Heron wrote (revision > 0) are candidates:
+    rows put there by other means are left alone."""
+    return conn.execute(
+        """DELETE FROM sessions WHERE updated_at < ? AND revision > 0
+           AND NOT EXISTS (SELECT 1 FROM history WHERE session_id = sessions.id)
+           AND NOT EXISTS (SELECT 1 FROM updates WHERE session_id = sessions.id)""",
+        (before,),
+    ).rowcount
+
+
 def put_history(
-    conn: sqlite3.Connection, session_id: str, start: int, messages: list[str], replace: bool
+    conn: sqlite3.Connection,
+    session_id: str,
+    start: int,
+    messages: list[str],
+    replace_from: int | None = None,
 ) -> None:
-    """Write messages (JSON text) from position `start`; `replace` drops everything first."""
-    if replace:
-        conn.execute("DELETE FROM history WHERE session_id = ?", (session_id,))
+    """Write messages (JSON text) from position `start`; `replace_from` first drops every
+    message from that position on."""
+    if replace_from is not None:
+        conn.execute(
+            "DELETE FROM history WHERE session_id = ? AND seq >= ?", (session_id, replace_from)
+        )
     conn.executemany(
         "INSERT OR REPLACE INTO history (session_id, seq, message) VALUES (?, ?, ?)",
         [(session_id, start + i, m) for i, m in enumerate(messages)],
@@ -252,11 +297,18 @@ def load_session(conn: sqlite3.Connection, session_id: str) -> StoredSession | N
 
 
 def list_sessions(
-    conn: sqlite3.Connection, cwd: str | None, after: tuple[str, str] | None, limit: int
+    conn: sqlite3.Connection,
+    cwd: str | None,
+    after: tuple[str, str] | None,
+    limit: int,
+    prompted: bool = False,
 ) -> list[SessionRow]:
-    """Newest first; `after` is the (updated_at, id) of the last row of the previous page."""
+    """Newest first; `after` is the (updated_at, id) of the last row of the previous page;
+    `prompted` leaves out the sessions without a message yet."""
     where: list[str] = []
     args: list[Any] = []
+    if prompted:
+        where.append("EXISTS (SELECT 1 FROM history WHERE session_id = sessions.id)")
     if cwd is not None:
         where.append("cwd = ?")
         args.append(cwd)
@@ -298,12 +350,12 @@ def _json_list(conn: sqlite3.Connection, sql: str, session_id: str) -> list[Any]
     return json.loads("[" + ",".join(text for (text,) in conn.execute(sql, (session_id,))) + "]")
 
 
-_COLUMNS = "id, cwd, additional_dirs, title, created_at, updated_at, mode, model, options"
+_COLUMNS = "id, cwd, additional_dirs, title, created_at, updated_at, mode, model, options, revision"
 
 
 def _row(r: tuple[Any, ...]) -> SessionRow:
     dirs, options = _json_or(r[2], list), _json_or(r[8], dict)
-    return SessionRow(r[0], r[1], dirs, *r[3:8], options)  # type: ignore[arg-type]
+    return SessionRow(r[0], r[1], dirs, *r[3:8], options, r[9])  # type: ignore[arg-type]
 
 
 def _json_or(text: str, kind: type) -> Any:

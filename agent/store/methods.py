@@ -1,7 +1,8 @@
 """session/load, session/resume, session/list, session/close and session/delete.
 
-The store itself is made on first use (a session's first step, or one of these methods), so
-neither `initialize` nor `session/new` waits for SQLite.
+The store itself is made on first use (the row of a new session, written once the
+`session/new` answer is out, or one of these methods), so neither `initialize` nor
+`session/new` waits for SQLite.
 """
 
 from __future__ import annotations
@@ -12,12 +13,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.acp.wire import INVALID_PARAMS, RpcError
+from agent.acp.wire import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 from agent.commands import announce_after_answer
 from agent.options.apply import opened
 from agent.store.replay import replay_updates
 from agent.store.saver import Saver, restore
-from agent.store.store import Store, data_dir
+from agent.store.store import LogFailure, Store, data_dir
 
 if TYPE_CHECKING:
     from agent.config import Settings
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("heron.store")
 
 PAGE_SIZE = 50
+# A session never prompted is forgotten this long after it was opened (see README).
+UNPROMPTED_KEPT_DAYS = 7
 
 
 # (session id, cwd, mcp servers) → a new live Session registered with the server
@@ -50,6 +53,7 @@ class SessionStore:
         self.parse = parse
         self.check_cwd = check_cwd
         self._store: Store | None = None
+        self._pruned = False
 
     @property
     def store(self) -> Store:
@@ -64,11 +68,19 @@ class SessionStore:
         connection.register("session/close", self.close)
         connection.register("session/delete", self.delete)
 
-    def attach(self, session: Session) -> Saver:
-        """Give a new session its saver (nothing is written until its first step)."""
+    def attach(self, session: Session, new: bool = False) -> Saver:
+        """Give a session its saver; a `new` one gets its row once the answer is out."""
         saver = Saver(self.store)
         session.saver = saver
+        if new:
+            session.connection.after_answer(lambda: self._create(session, saver))
         return saver
+
+    def _create(self, session: Session, saver: Saver) -> None:
+        if not self._pruned:  # once a process, with the first row it writes
+            self._pruned = True
+            self.store.write(_prune_unprompted)
+        saver.create(session)
 
     async def flush(self) -> None:
         if self._store is not None:
@@ -137,8 +149,11 @@ class SessionStore:
 
             db.delete_session(conn, session_id)
 
-        self.store.write(delete)
+        outcome = _Outcome()
+        self.store.write(delete, outcome)
         await self.store.flush()
+        if outcome.reason is not None:
+            raise RpcError(INTERNAL_ERROR, f"the session could not be deleted: {outcome.reason}")
         return {}
 
     # -- helpers -------------------------------------------------------------------------------
@@ -149,19 +164,19 @@ class SessionStore:
         parsed = self.parse(LoadSessionParams, params)
         cwd = self.check_cwd(parsed.cwd)
         session_id = parsed.session_id
-        live = self.sessions.pop(session_id, None)
-        if live is not None:
-            await _end(live)  # its last steps are queued before the read below
 
         def query(conn: Any) -> StoredSession | None:
             from agent.store import db
 
             return db.load_session(conn, session_id)
 
-        stored = await self._read(query)
-        if stored is None:
-            why = f" ({self.store.failure})" if self.store.failure else ""
-            raise RpcError(INVALID_PARAMS, f"unknown session: {session_id}{why}")
+        # A restore that fails changes nothing: the session live here, if any, stays live
+        # until the stored one is known to be readable.
+        stored = _readable(await self._read(query), session_id, self.store.failure)
+        live = self.sessions.pop(session_id, None)
+        if live is not None:
+            await _end(live)  # its last steps are queued before the read below
+            stored = _readable(await self._read(query), session_id, None)
         session = self.make_session(session_id, cwd, parsed.mcp_servers)
         session.additional_directories = [Path(d) for d in parsed.additional_directories]
         restore(session, stored, self.attach(session))
@@ -176,6 +191,39 @@ class SessionStore:
             return await self.store.read(job)
         except Exception as exc:  # a broken file must not break the connection
             raise RpcError(INVALID_PARAMS, f"the session store cannot be read: {exc}") from exc
+
+
+def _readable(stored: StoredSession | None, session_id: str, failure: str | None) -> StoredSession:
+    """The stored session, if there is one and its conversation has the shape a restore needs."""
+    if stored is None:
+        why = f" ({failure})" if failure else ""
+        raise RpcError(INVALID_PARAMS, f"unknown session: {session_id}{why}")
+    shapes = (("role", stored.history), ("sessionUpdate", stored.transcript))
+    for key, entries in shapes:
+        if not all(isinstance(entry, dict) and key in entry for entry in entries):
+            raise RpcError(
+                INVALID_PARAMS, f"the session store cannot be read: {session_id} is damaged"
+            )
+    return stored
+
+
+class _Outcome(LogFailure):
+    """A write's failure, for the answer."""
+
+    reason: str | None = None
+
+    def failed(self, reason: str) -> None:
+        super().failed(reason)
+        self.reason = reason
+
+
+def _prune_unprompted(conn: Any) -> None:
+    import datetime
+
+    from agent.store import db
+
+    before = datetime.datetime.now(datetime.UTC) - datetime.timedelta(days=UNPROMPTED_KEPT_DAYS)
+    db.prune_unprompted(conn, before.strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
 
 
 async def _end(session: Session) -> None:

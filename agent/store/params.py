@@ -8,13 +8,18 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, StringConstraints
 
 from agent.acp.protocol import Incoming, SkipInvalid
 
+# Heron's own ids are `sess_` and hex; any id it could have made, or a client could mean, fits
+# this. Anything else (control characters, half a surrogate pair, a megabyte) is refused with
+# -32602 before it reaches the store: SQLite could not even bind some of them.
+SessionId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._:@+-]{1,200}$")]
+
 
 class LoadSessionParams(Incoming):
-    session_id: str
+    session_id: SessionId
     cwd: str
     mcp_servers: Annotated[list[dict[str, Any]], SkipInvalid] = Field(default_factory=list)
     additional_directories: Annotated[list[str], SkipInvalid] = Field(default_factory=list)
@@ -26,4 +31,4 @@ class ListSessionsParams(Incoming):
 
 
 class SessionIdOnly(Incoming):
-    session_id: str
+    session_id: SessionId

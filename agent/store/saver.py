@@ -8,8 +8,11 @@ is cheap; the SQLite work is queued to the store's thread.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
+import logging
+import re
 from typing import TYPE_CHECKING, Any
 
 from agent.store.titles import first_request_text, make_title
@@ -19,15 +22,87 @@ if TYPE_CHECKING:
     from agent.store.db import StoredSession
     from agent.store.store import Store
 
+log = logging.getLogger("heron.store")
+
 UNSAVED = (
     "Note: this conversation will not be saved (Heron cannot write its session store: {reason}). "
     "Heron keeps working; see its log on stderr.\n\n"
 )
+NOT_SAVING = (
+    "Note: this conversation is not being saved (the session store refused the last write: "
+    "{reason}). Heron keeps working and saves it whole at the next step that can be written."
+    "\n\n"
+)
+MOVED_ON = (
+    "Note: another Heron process (an editor, or `heron exec --continue`) has saved turns of "
+    "this session since it was opened here. Both are kept: this process's turns are saved "
+    "after those. Load the session again to see them all.\n\n"
+)
+GONE = "Note: this session was deleted by another Heron process; it is no longer saved.\n\n"
 
 
 def now() -> str:
     """ISO 8601 in UTC; sorts as text."""
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def storable(text: str) -> str:
+    """`text` as UTF-8 can hold it: lone surrogates (a file name that is not UTF-8, half an
+    emoji from a model or a client) become U+FFFD. SQLite cannot bind them, and one such write
+    must not fail a whole session."""
+    if _SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def _dump(value: Any) -> str:
+    return storable(json.dumps(value, ensure_ascii=False))
+
+
+@dataclasses.dataclass
+class Position:
+    """Where this process's part of a session is in the store."""
+
+    revision: int | None = None  # as this process last wrote or read it; None: not stored
+    # A message's index in the session + shift = its seq in the store (not 0 once another
+    # process saved turns of the session: this process's turns go after them).
+    history_from: int = 0  # ... for the messages from this index on
+    history_shift: int = 0
+    updates_from: int = 0
+    updates_shift: int = 0
+    moved_on: bool = False  # another process saved turns of this session since
+
+
+class StoredState:
+    """One session's standing in the store. Changed only in the store's thread, by the write
+    jobs and their transaction's end (`committed`, `aborted`, `failed`); the event loop only
+    reads it."""
+
+    def __init__(self) -> None:
+        self.saved = Position()
+        self.pending: Position | None = None  # as the open transaction leaves it
+        self.gone = False  # deleted by another process
+        self.failure: str | None = None  # why the last write failed; the next one saves all
+
+    def working(self) -> Position:
+        if self.pending is None:
+            self.pending = dataclasses.replace(self.saved)
+        return self.pending
+
+    def committed(self) -> None:
+        if self.pending is not None:
+            self.saved, self.pending = self.pending, None
+            self.failure = None
+
+    def aborted(self) -> None:
+        self.pending = None
+
+    def failed(self, reason: str) -> None:
+        log.error("session store: a write failed: %s", reason)
+        self.failure = reason
 
 
 class Saver:
@@ -38,61 +113,136 @@ class Saver:
         self.last_saved_message: dict[str, Any] | None = None
         self.first_saved_message: dict[str, Any] | None = None
         self.transcript_saved = 0
-        self.told_unsaved = False
+        self.last_update_text: str | None = None  # the last transcript entry, as written
+        self.state = StoredState()
+        self.told: set[str] = set()  # the notices given (each once)
+        self.created = False
         self.deleted = False
+
+    @property
+    def in_store(self) -> bool:
+        """The session has a row (or one is queued): a change of its picks is saved at once."""
+        return self.created or self.state.saved.revision is not None
 
     def restored(self, stored: StoredSession) -> None:
         self.created_at = stored.row.created_at
         self.history_saved = len(stored.history)
         self.transcript_saved = len(stored.transcript)
+        self.last_update_text = _dump(stored.transcript[-1]) if stored.transcript else None
+        self.state.saved.revision = stored.row.revision
+
+    def create(self, session: Session) -> None:
+        """The row of a session just opened (after the `session/new` answer): from now on it
+        is listed, and can be loaded and resumed here or in another process."""
+        if self.store.failure is None and not self.deleted:
+            self.created = True
+            self._queue(session, full=False)
 
     def checkpoint(self, session: Session) -> str | None:
-        """Queue the writes for what changed; a notice to show once if nothing can be saved."""
+        """Queue the writes for what changed; a notice to show once if they cannot be saved."""
         if session.title is None and (title := first_request_text(session.transcript)):
             session.title = make_title(title)  # titled even when it cannot be saved
             self._announce_title(session)
         if self.store.failure is not None:
-            if self.told_unsaved:
-                return None
-            self.told_unsaved = True
-            return UNSAVED.format(reason=self.store.failure)
+            return self._once(UNSAVED.format(reason=self.store.failure))
         if self.deleted:
             return None
+        state = self.state
+        if state.gone:
+            self.deleted = True
+            return self._once(GONE)
+        notices = []
+        if state.saved.moved_on and (notice := self._once(MOVED_ON)):
+            notices.append(notice)
+        # After a failed write, this one saves the whole session: nothing is left out between.
+        failure = state.failure
+        if failure is not None and (notice := self._once(NOT_SAVING.format(reason=failure))):
+            notices.append(notice)
+        self._queue(session, full=failure is not None)
+        return "".join(notices) or None
+
+    def _once(self, notice: str) -> str | None:
+        if notice in self.told:
+            return None
+        self.told.add(notice)
+        return notice
+
+    def _queue(self, session: Session, full: bool) -> None:
         row = _session_row(session, self.created_at)
         history = session.history
         # A rewritten history (compaction) no longer has its first and last saved messages
         # where they were: it is saved whole.
-        replace = self.history_saved > len(history) or (
-            self.history_saved > 0
-            and (
-                history[0] is not self.first_saved_message
-                or history[self.history_saved - 1] is not self.last_saved_message
+        replace = (
+            full
+            or self.history_saved > len(history)
+            or (
+                self.history_saved > 0
+                and (
+                    history[0] is not self.first_saved_message
+                    or history[self.history_saved - 1] is not self.last_saved_message
+                )
             )
         )
         start = 0 if replace else self.history_saved
-        messages = [json.dumps(m, ensure_ascii=False) for m in history[start:]]
-        first_update = max(self.transcript_saved - 1, 0)
-        updates = [json.dumps(u, ensure_ascii=False) for u in session.transcript[first_update:]]
+        messages = [_dump(m) for m in history[start:]]
+        # The last entry written is written again (chunks keep merging into it).
+        first_update = 0 if full else max(self.transcript_saved - 1, 0)
+        updates = [_dump(u) for u in session.transcript[first_update:]]
+        # Unchanged, it is not written again after another process's turns.
+        rewritten_unchanged = (
+            not full
+            and first_update < self.transcript_saved
+            and bool(updates)
+            and updates[0] == self.last_update_text
+        )
         session_id = session.id
-        undo_turns, undo_changes, undo_dropped = session.undo.take_unsaved()
+        # (The journal is made on first use: a session without one has nothing to save.)
+        journal = session.__dict__.get("undo")
+        undo_turns, undo_changes, undo_dropped = journal.take_unsaved() if journal else ([], [], [])
+        state = self.state
 
         def write(conn: Any) -> None:
             from agent.store import db
 
-            db.upsert_session(conn, row)
-            if messages or replace:
-                db.put_history(conn, session_id, start, messages, replace)
-            if updates:
-                db.put_updates(conn, session_id, first_update, updates)
-            if undo_turns or undo_changes or undo_dropped:
+            if state.gone or (state.failure is not None and not full):
+                return  # deleted elsewhere; or a failed write left a gap only `full` fills
+            at = state.working()
+            current = db.revision(conn, session_id)
+            if current is None and at.revision is not None:
+                state.gone = True  # deleted by another process: it stays deleted
+                return
+            if current != at.revision:
+                # Another process saved turns since: what is new here goes after them, and
+                # nothing it wrote is written over.
+                at.moved_on = True
+                stored_history, stored_updates = db.stored_lengths(conn, session_id)
+                at.history_from, at.history_shift = start, stored_history - start
+                at.updates_from = first_update + (1 if rewritten_unchanged else 0)
+                at.updates_shift = stored_updates - at.updates_from
+            at.revision = (current or 0) + 1
+            db.upsert_session(conn, row, at.revision)
+            if replace:  # the whole history, in place of this process's own
+                region = at.history_from + at.history_shift
+                at.history_from, at.history_shift = 0, region
+                db.put_history(conn, session_id, region, messages, replace_from=region)
+            elif messages:
+                first = max(start, at.history_from)
+                new = messages[first - start :]
+                db.put_history(conn, session_id, first + at.history_shift, new)
+            first = max(first_update, at.updates_from)
+            if new := updates[first - first_update :]:
+                db.put_updates(conn, session_id, first + at.updates_shift, new)
+            # /undo's turns are numbered per process: once two processes share the session,
+            # this one's stay in memory only, so that neither overwrites the other's.
+            if (undo_turns or undo_changes or undo_dropped) and not at.moved_on:
                 db.put_undo(conn, session_id, undo_turns, undo_changes, undo_dropped)
 
-        self.store.write(write)
+        self.store.write(write, state)
         self.history_saved = len(history)
         self.last_saved_message = history[-1] if history else None
         self.first_saved_message = history[0] if history else None
         self.transcript_saved = len(session.transcript)
-        return None
+        self.last_update_text = updates[-1] if updates else self.last_update_text
 
     def _announce_title(self, session: Session) -> None:
         update = {
@@ -106,15 +256,16 @@ class Saver:
 def _session_row(session: Session, created_at: str) -> Any:
     from agent.store.db import SessionRow
 
+    model = session.settings.model
     return SessionRow(
         id=session.id,
-        cwd=str(session.cwd),
-        additional_dirs=[str(d) for d in getattr(session, "additional_directories", [])],
-        title=session.title,
+        cwd=storable(str(session.cwd)),
+        additional_dirs=[storable(str(d)) for d in getattr(session, "additional_directories", [])],
+        title=session.title and storable(session.title),
         created_at=created_at,
         updated_at=now(),
         mode=session.mode,
-        model=session.settings.model,
+        model=model and storable(model),
         options=session.choices.saved(),
     )
 

@@ -1,10 +1,13 @@
 """The store as the rest of Heron sees it: one thread owns the SQLite connection and runs
 queued jobs in order; the event loop only queues them (writes) or awaits them (reads).
 
-Nothing is imported or opened until the first job, which comes after the `initialize` answer.
+Nothing is imported or opened until the first job, which comes after the `session/new` answer.
 Writes queued together run in one transaction, so a burst of step boundaries costs one commit.
-If the database cannot be opened or written, the store turns itself off: `failure` says why
-(once on stderr), writes are dropped and reads find nothing, and Heron goes on in memory.
+If the database cannot be opened, the store turns itself off: `failure` says why (once on
+stderr), writes are dropped and reads find nothing, and Heron goes on in memory. A write that
+fails (a full disk, a file size limit, a read-only file, text SQLite refuses) fails alone: the
+batch is retried one job at a time, the failing job's `on_error` is told the cause in words,
+and every other session goes on being saved.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
@@ -28,6 +31,32 @@ if TYPE_CHECKING:
 log = logging.getLogger("heron.store")
 
 Job = Callable[["sqlite3.Connection"], Any]
+
+
+class WriteHooks(Protocol):
+    """What a write learns of its transaction, in the store's thread."""
+
+    def committed(self) -> None: ...
+
+    def aborted(self) -> None:
+        """Rolled back (it may be tried again on its own, or it failed)."""
+
+    def failed(self, reason: str) -> None:
+        """It failed; `reason` is the cause in words."""
+
+
+class LogFailure:
+    def committed(self) -> None:
+        pass
+
+    def aborted(self) -> None:
+        pass
+
+    def failed(self, reason: str) -> None:
+        log.error("a write to the session store failed: %s", reason)
+
+
+Write = tuple[Job, WriteHooks]
 
 
 def data_dir(settings: Settings) -> Path:
@@ -43,16 +72,19 @@ class Store:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.failure: str | None = None  # why nothing is being saved, once that is known
-        self._jobs: queue.SimpleQueue[tuple[Job, Future[Any] | None] | None] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[tuple[Job, Future[Any] | WriteHooks] | None] = (
+            queue.SimpleQueue()
+        )
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
     # -- the event loop's side -----------------------------------------------------------------
 
-    def write(self, job: Job) -> None:
-        """Queue a write; it runs after every job queued before it. Never blocks."""
+    def write(self, job: Job, hooks: WriteHooks | None = None) -> None:
+        """Queue a write; it runs after every job queued before it. Never blocks. `hooks` learn
+        whether its transaction committed or failed, and why."""
         if self.failure is None:
-            self._submit(job, None)
+            self._submit(job, hooks or LogFailure())
 
     async def read(self, job: Job) -> Any:
         """Run a job after every write queued so far; None when the store is off."""
@@ -74,7 +106,7 @@ class Store:
 
     # -- the store thread ----------------------------------------------------------------------
 
-    def _submit(self, job: Job, future: Future[Any] | None) -> None:
+    def _submit(self, job: Job, future: Future[Any] | WriteHooks) -> None:
         with self._lock:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="heron-store", daemon=True)
@@ -87,27 +119,26 @@ class Store:
             item = self._jobs.get()
             if item is None:
                 return
-            job, future = item
-            if future is not None:
-                self._read(conn, job, future)
+            if isinstance(item[1], Future):
+                self._read(conn, item[0], item[1])
                 continue
-            batch = [job]
+            batch = [item]
             # Take the writes already queued: one transaction, one commit, for all of them.
             while True:
                 try:
                     more = self._jobs.get_nowait()
                 except queue.Empty:
                     break
-                if more is None or more[1] is not None:
-                    self._write_batch(conn, batch)
+                if more is None or isinstance(more[1], Future):
+                    self._write_batch(conn, batch)  # type: ignore[arg-type]
                     batch = []
                     if more is None:
                         return
                     self._read(conn, more[0], more[1])  # type: ignore[arg-type]
                     continue
-                batch.append(more[0])
+                batch.append(more)
             if batch:
-                self._write_batch(conn, batch)
+                self._write_batch(conn, batch)  # type: ignore[arg-type]
 
     def _open(self) -> sqlite3.Connection | None:
         try:
@@ -115,23 +146,51 @@ class Store:
 
             return db.connect(self.path)
         except Exception as exc:
-            self._fail(f"cannot open {self.path}: {exc}")
+            from agent.store.failures import describe
+
+            self._fail(f"cannot open {self.path}: {describe(exc, self.path)}")
             return None
 
-    def _write_batch(self, conn: sqlite3.Connection | None, batch: list[Job]) -> None:
+    def _write_batch(self, conn: sqlite3.Connection | None, batch: list[Write]) -> None:
         if conn is None or self.failure is not None:
             return
         try:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                for job in batch:
-                    job(conn)
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+            self._transaction(conn, batch)
+            return
         except Exception as exc:
-            self._fail(f"cannot write to {self.path}: {exc}")
+            if len(batch) == 1:
+                self._tell(batch[0][1], exc)
+                return
+        for write in batch:  # one of them failed: each on its own, so it fails alone
+            try:
+                self._transaction(conn, [write])
+            except Exception as exc:
+                self._tell(write[1], exc)
+
+    def _transaction(self, conn: sqlite3.Connection, batch: list[Write]) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for job, _ in batch:
+                job(conn)
+            conn.execute("COMMIT")
+        except BaseException:
+            # SQLite rolls back by itself after some errors (a full disk, an I/O error): a
+            # second ROLLBACK would fail and hide the cause.
+            if conn.in_transaction:
+                try:
+                    conn.execute("ROLLBACK")
+                except Exception as exc:
+                    log.warning("session store rollback failed: %s", exc)
+            for _, hooks in batch:
+                hooks.aborted()
+            raise
+        for _, hooks in batch:
+            hooks.committed()
+
+    def _tell(self, hooks: WriteHooks, exc: Exception) -> None:
+        from agent.store.failures import describe
+
+        hooks.failed(describe(exc, self.path))
 
     def _read(self, conn: sqlite3.Connection | None, job: Job, future: Future[Any]) -> None:
         if conn is None or self.failure is not None:
@@ -144,6 +203,7 @@ class Store:
             future.set_exception(exc)
 
     def _fail(self, reason: str) -> None:
+        """The store cannot be used at all (it cannot be opened)."""
         if self.failure is None:
             log.error("sessions will not be saved: %s", reason)
             self.failure = reason

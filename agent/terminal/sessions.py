@@ -61,20 +61,28 @@ def cwd_forms(cwd: Path) -> list[str]:
     return [named] if resolved == named else [named, resolved]
 
 
-def list_sessions(settings: Settings, cwd: Path | None = None, limit: int = -1) -> list[SessionRow]:
-    """Newest first; only those in `cwd` when given; `limit` -1 means all."""
+def list_sessions(
+    settings: Settings, cwd: Path | None = None, limit: int = -1, prompted: bool = False
+) -> list[SessionRow]:
+    """Newest first; only those in `cwd` when given; `limit` -1 means all; `prompted` only
+    those with a conversation."""
     with _opened(settings) as conn:
         if conn is None:
             return []
         if cwd is None:
-            return db.list_sessions(conn, None, None, limit)
-        rows = [row for form in cwd_forms(cwd) for row in db.list_sessions(conn, form, None, limit)]
+            return db.list_sessions(conn, None, None, limit, prompted)
+        rows = [
+            row
+            for form in cwd_forms(cwd)
+            for row in db.list_sessions(conn, form, None, limit, prompted)
+        ]
     rows.sort(key=lambda row: (row.updated_at, row.id), reverse=True)
     return rows if limit < 0 else rows[:limit]
 
 
 def latest_session(settings: Settings, cwd: Path) -> SessionRow | None:
-    rows = list_sessions(settings, cwd, limit=1)
+    """The conversation to continue: an editor's thread opened but never prompted is not one."""
+    rows = list_sessions(settings, cwd, limit=1, prompted=True)
     return rows[0] if rows else None
 
 

@@ -541,6 +541,18 @@ class DeletePath(OneShotTool[DeletePathArgs]):
         return ToolResult(ok=True, output=output)
 
 
+async def _refuse_unsaved_buffer(ctx: ToolContext, path: Path, shown: str) -> None:
+    """A path not on disk may still be an editor buffer holding the user's unsaved text (a
+    file never saved, or one deleted that the editor kept open): never move over it."""
+    if not ctx.files.via_editor or await anyio.to_thread.run_sync(os.path.lexists, path):
+        return  # on disk: the move's own check refuses it
+    if (await _current(ctx, path, shown)).text is not None:
+        raise ToolError(
+            f"{shown} is open in the editor with unsaved text (not on disk), and move_path "
+            "never overwrites. Choose another destination, or ask the user to save or close it."
+        )
+
+
 class MovePathArgs(BaseModel):
     source: str = Field(description="The file or folder to move or rename.")
     destination: str = Field(
@@ -585,6 +597,7 @@ class MovePath(OneShotTool[MovePathArgs]):
             destination.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(source, destination)  # a rename, or copy and delete across devices
 
+        await _refuse_unsaved_buffer(ctx, destination, dst)
         change = await ctx.changes.before_move(source, destination)
         await anyio.to_thread.run_sync(move)
         ctx.changes.done(change)

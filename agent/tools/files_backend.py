@@ -2,10 +2,12 @@
 
 With both `fs.readTextFile` and `fs.writeTextFile`, the editor's buffers are the truth: reads
 go through `fs/read_text_file` (unsaved changes included) and writes through
-`fs/write_text_file` (so the editor sees, and can undo, them). A client that offers only one
-of the two gets the local disk for both: reading the buffer but writing the disk (or the
-reverse) would drop either the unsaved lines or the lines only on disk. The disk side lives in
-`files_io` (strict UTF-8, FIFOs refused, writes that keep links, owner, mode and xattrs).
+`fs/write_text_file` (so the editor sees, and can undo, them). A path missing on disk is asked
+for too: an editor buffer never saved is the user's text (the editor's "not found" means new).
+A client that offers only one of the two gets the local disk for both: reading the buffer but
+writing the disk (or the reverse) would drop either the unsaved lines or the lines only on
+disk. The disk side lives in `files_io` (strict UTF-8, FIFOs refused, writes that keep links,
+owner, mode and xattrs).
 """
 
 from __future__ import annotations
@@ -45,9 +47,6 @@ class Files:
         self._session_id = session_id
         self._request = client_request
         self.via_editor = client_reads and client_writes
-        # Paths this session read or wrote through the editor: only for these can a file
-        # missing on disk still exist as an (unsaved) editor buffer worth asking for.
-        self._editor_paths: set[str] = set()
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -100,18 +99,21 @@ class Files:
             except FileNotFoundError:
                 return Current(None)
             return Current(text, st)
-        if not on_disk and os.path.realpath(path) not in self._editor_paths:
-            # Nothing on disk and never opened through the editor: a new file. Asking would
-            # only earn a "Resource not found" error in the editor's log.
-            return Current(None)
+        # Asked even when nothing is on disk: an unsaved buffer (a new file never saved, or
+        # one deleted on disk that the editor kept open) is the user's text all the same.
         if on_disk:
             problem = await anyio.to_thread.run_sync(files_io.text_problem, path)
             if problem:
                 raise problem
         try:
-            return Current(await self._editor_read(path, {}))
+            text = await self._editor_read(path, {})
         except FileNotFoundError:
             return Current(None)
+        if not text and not on_disk:
+            # Some editors answer "" for any missing file (an empty new buffer): nothing of
+            # the user's to keep, and taking it for a file would refuse to create new ones.
+            return Current(None)
+        return Current(text)
 
     async def _editor_read(self, path: Path, extra: dict[str, Any]) -> str:
         from agent.acp.wire import RpcError
@@ -126,7 +128,6 @@ class Files:
         content = result.get("content") if isinstance(result, dict) else None
         if not isinstance(content, str):
             raise OSError(f"the editor answered fs/read_text_file for {path} without text")
-        self._editor_paths.add(os.path.realpath(path))
         return content
 
     # -- writing -------------------------------------------------------------------------------
@@ -142,7 +143,6 @@ class Files:
                 await self._request("fs/write_text_file", params)
             except RpcError as exc:
                 raise WriteFailed(f"The editor did not write {path}: {exc.reason}") from exc
-            self._editor_paths.add(os.path.realpath(path))
             return None
         return await anyio.to_thread.run_sync(files_io.write_text, path, text)
 

@@ -2,8 +2,8 @@
 
 The file tools tell the journal (through `ToolContext.changes`) right before a change, with
 the text they are about to replace; the prior state is captured then, and kept once the change
-is done, with the hash of what the tool wrote (to see later whether someone changed the file
-since). A turn that ran commands (or other tools whose effects are not tracked) says so.
+is done, with the hash and size of what the tool wrote (to see later whether someone changed
+the file since). A turn that ran commands (or other tools whose effects are not tracked) says so.
 
 Bounded: a file bigger than MAX_FILE_BYTES is noted as not kept (and `/undo` says so); when the
 kept states of a session pass MAX_SESSION_BYTES, or it has more than MAX_TURNS turns, the
@@ -39,6 +39,7 @@ class Change:
     path: str  # the file written or deleted; for a move, the destination
     before: State = field(default_factory=lambda: dict(states.ABSENT))
     after: str | None = None  # hash of the text the tool wrote (write only)
+    after_size: int | None = None  # its size in bytes (None in records saved before it was)
     source: str | None = None  # for a move: where it came from
     made_dirs: list[str] = field(default_factory=list)  # folders the change created
 
@@ -49,6 +50,8 @@ class Change:
         out: dict[str, Any] = {"op": self.op, "path": self.path, "before": self.before}
         if self.after is not None:
             out["after"] = self.after
+        if self.after_size is not None:
+            out["afterSize"] = self.after_size
         if self.source is not None:
             out["source"] = self.source
         if self.made_dirs:
@@ -62,6 +65,7 @@ class Change:
             path=data["path"],
             before=data.get("before") or dict(states.ABSENT),
             after=data.get("after"),
+            after_size=data.get("afterSize"),
             source=data.get("source"),
             made_dirs=list(data.get("madeDirs") or ()),
         )
@@ -80,6 +84,10 @@ class TurnChanges:
 
 def digest(text: str) -> str:
     return text_digest(text)
+
+
+def text_size(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 class UndoJournal(FileChanges):
@@ -152,7 +160,7 @@ class UndoJournal(FileChanges):
         if not isinstance(token, Change):
             return
         if token.op == "write" and written is not None:
-            token.after = digest(written)
+            token.after, token.after_size = digest(written), text_size(written)
         turn = self._turn()
         size = token.size()
         if self._size + size > MAX_SESSION_BYTES:

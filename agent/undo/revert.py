@@ -2,10 +2,15 @@
 
 The same steps run twice: first against `Simulated` files (what the preview and the permission
 question show, nothing written), then, once allowed, against the `Real` ones, where every step
-checks the file again right before writing. A write is reverted only when the file still holds
-exactly what the tool wrote (its hash); a deleted path is re-created only when nothing is there
-again; a move goes back only when the destination is still there and the source is free.
-Anything else is reported and left as it is: an undo never loses anyone's edit.
+checks the file again right before writing. The turn's changes are taken back one at a time,
+newest first: a write is reverted only while the file holds exactly what that write left (hash
+and size), so the first step compares with the text the turn wrote last, and a change someone
+made between two of the turn's edits stops the walk there (the later edits go back, the
+earlier ones and that change stay). A deleted path is re-created only when nothing is there
+again (an editor buffer that still holds just what was deleted does not count); a move goes
+back only when the destination is still there and the source is free. Once a step of a path is
+left as it is, the turn's earlier changes of that path are too. Everything left is reported:
+an undo never loses anyone's edit.
 
 Text goes through the session's `Files` (the editor's fs/write_text_file when it offers it,
 else the disk with files_io's care for links, owner and mode); what ACP cannot do (delete,
@@ -27,7 +32,7 @@ from agent.tools.files_backend import Files
 from agent.tools.files_io import NotAFile, NotText, WriteFailed
 from agent.tools.paths import display_path, printable
 from agent.undo import states
-from agent.undo.journal import Change, digest
+from agent.undo.journal import Change, digest, text_size
 from agent.undo.states import State
 
 log = logging.getLogger("heron.undo")
@@ -41,9 +46,15 @@ class Look:
     text: str | None = None  # None: missing, a folder, or not text
     digest: str | None = None
     folder: bool = False
+    size: int | None = None  # of the text, in bytes
+    unsaved: bool = False  # only an editor buffer: nothing on disk
 
 
 GONE = Look(False)
+
+
+def text_look(text: str, unsaved: bool = False) -> Look:
+    return Look(True, text, digest(text), size=text_size(text), unsaved=unsaved)
 
 
 def look_of(state: State) -> Look:
@@ -51,8 +62,13 @@ def look_of(state: State) -> Look:
     if kind == "absent":
         return GONE
     if kind == "text":
-        return Look(True, state["text"], digest(state["text"]))
+        return text_look(state["text"])
     return Look(True, folder=kind == "dir")
+
+
+def holds(look: Look, digest_: str | None, size: int | None) -> bool:
+    """Whether the path holds exactly the text with that hash (and size, when known)."""
+    return digest_ is not None and look.digest == digest_ and size in (None, look.size)
 
 
 class FilesLike(Protocol):
@@ -78,9 +94,10 @@ class Real:
             return Look(True, folder=True)
         except (NotText, NotAFile):
             return Look(True)
+        on_disk = await anyio.to_thread.run_sync(os.path.lexists, path)
         if current.text is None:
-            return Look(await anyio.to_thread.run_sync(os.path.lexists, path))
-        return Look(True, current.text, digest(current.text))
+            return Look(on_disk)
+        return text_look(current.text, unsaved=not on_disk)
 
     async def put_text(self, path: str, text: str) -> None:
         await self.files.write_text(Path(path), text)
@@ -129,7 +146,7 @@ class Simulated:
         return GONE if real is None else await self.real.look(real)
 
     async def put_text(self, path: str, text: str) -> None:
-        self.overlay[path] = Look(True, text, digest(text))
+        self.overlay[path] = text_look(text)
 
     async def put_bytes(self, path: str, state: State) -> None:
         self.overlay[path] = Look(True)
@@ -177,47 +194,81 @@ class Outcome:
 
 
 def collapse(changes: list[Change]) -> list[Change]:
-    """Several writes to one path in a turn become one (its first prior state, its last
-    result), unless a delete or move touched that path: then each is reverted in turn."""
+    """Writes to one path in a row become one (the first's prior state, the last's result)
+    where each started from exactly the text the one before it wrote. Anything between them
+    (the user typing, a delete or move touching the path) keeps them apart: then each is
+    reverted in turn, and the walk back stops at that change."""
     moved = [p for c in changes if c.op != "write" for p in (c.path, c.source) if p]
 
     def touched(path: str) -> bool:
-        return any(path == p or path.startswith(p.rstrip("/") + "/") for p in moved)
+        return any(_within(path, p) for p in moved)
 
     out: list[Change | None] = []
     where: dict[str, int] = {}
     for change in changes:
         if change.op == "write" and not touched(change.path):
-            if change.path in where:
-                first = out[where[change.path]]
-                assert first is not None
+            earlier = out[where[change.path]] if change.path in where else None
+            if earlier is not None and _continues(earlier, change):
                 out[where[change.path]] = None
                 change = Change(
-                    "write", change.path, first.before, change.after, made_dirs=first.made_dirs
+                    "write",
+                    change.path,
+                    earlier.before,
+                    change.after,
+                    change.after_size,
+                    made_dirs=earlier.made_dirs,
                 )
             where[change.path] = len(out)
         out.append(change)
     return [c for c in out if c is not None]
 
 
+def _continues(earlier: Change, later: Change) -> bool:
+    """Whether `later` started from exactly the text `earlier` wrote."""
+    before = later.before
+    return before["kind"] == "text" and holds(
+        text_look(before["text"]), earlier.after, earlier.after_size
+    )
+
+
+def _within(path: str, other: str) -> bool:
+    return path == other or path.startswith(other.rstrip("/") + "/")
+
+
 async def revert(changes: list[Change], files: FilesLike, cwd: Path) -> list[Outcome]:
-    """Revert a turn's changes, newest first; one outcome per change."""
+    """Revert a turn's changes, newest first; one outcome per change reverted or left (a
+    change behind one left as it is is not reported again)."""
     outcomes = []
+    reverted: set[str] = set()  # paths of which a later change was taken back
+    left: set[str] = set()  # paths of which a change was left as it is
     for change in reversed(collapse(changes)):
         shown = display_path(Path(change.path), cwd)
+        paths = [p for p in (change.path, change.source) if p]
+        if any(p in left for p in paths):
+            # The turn's later change of this path stays, so this earlier one stays too:
+            # reverting it would take back what that change was made on.
+            left.update(paths)
+            if change.op == "move":
+                source = display_path(Path(change.source or ""), cwd)
+                note = f"{shown} was not moved back to {source}: it changed since the turn."
+                outcomes.append(Outcome(shown, False, note))
+            continue
         try:
-            outcomes.append(await _revert(change, files, cwd, shown))
+            outcome = await _revert(change, files, cwd, shown, change.path in reverted)
         except (OSError, WriteFailed) as exc:
-            outcomes.append(Outcome(shown, False, f"{shown} could not be reverted: {exc}."))
+            outcome = Outcome(shown, False, f"{shown} could not be reverted: {exc}.")
         except (
             Exception
         ) as exc:  # the editor refused a write, a damaged record...: the rest goes on
             log.warning("reverting %s failed", change.path, exc_info=True)
-            outcomes.append(Outcome(shown, False, f"{shown} could not be reverted: {exc}."))
+            outcome = Outcome(shown, False, f"{shown} could not be reverted: {exc}.")
+        (reverted if outcome.reverted else left).update(paths)
+        outcomes.append(outcome)
     return outcomes
 
 
-async def _revert(change: Change, files: FilesLike, cwd: Path, shown: str) -> Outcome:
+async def _revert(change: Change, files: FilesLike, cwd: Path, shown: str, partly: bool) -> Outcome:
+    """Revert one change; `partly`: a later change of the same path was reverted already."""
     before = change.before
     path = change.path
     if change.op == "move":
@@ -241,7 +292,14 @@ async def _revert(change: Change, files: FilesLike, cwd: Path, shown: str) -> Ou
         return Outcome(shown, False, f"{shown} was not {verb}: {before['why']}.")
     now = await files.look(path)
     if change.op == "delete":
-        if now.exists:
+        if now.unsaved and not (before["kind"] == "text" and now.text == before["text"]):
+            return Outcome(
+                shown,
+                False,
+                f"{shown} has unsaved text in the editor that is not what was deleted, so it "
+                "was not re-created over it.",
+            )
+        if now.exists and not now.unsaved:
             return Outcome(shown, False, f"{shown} exists again, so it was not re-created over it.")
         await files.create(path, before)
         if before["kind"] == "text":
@@ -249,13 +307,16 @@ async def _revert(change: Change, files: FilesLike, cwd: Path, shown: str) -> Ou
             return Outcome(shown, True, f"Re-created {shown}.", diff, f"Re-create {shown}.")
         what = {"dir": "the folder ", "link": "the link "}.get(before["kind"], "")
         return Outcome(shown, True, f"Re-created {what}{shown}.", will=f"Re-create {what}{shown}.")
-    if change.after is None or now.digest != change.after:
+    if not holds(now, change.after, change.after_size):
+        if partly:
+            return Outcome(
+                shown,
+                False,
+                f"{shown} changed between that turn's edits (not by Heron), so only the edits "
+                "after that change went back; the ones before it were not reverted, to keep it.",
+            )
         since = "was deleted" if not now.exists else "changed"
-        return Outcome(
-            shown,
-            False,
-            f"{shown} {since} since that turn, so it was left as it is (not overwritten).",
-        )
+        return Outcome(shown, False, f"{shown} {since} since the turn; not reverted.")
     if before["kind"] == "absent":
         await files.remove(path)
         await files.remove_dirs(change.made_dirs)
