@@ -208,6 +208,10 @@ class Terminal:
         if pid == 0:  # the child: its stdin, stdout and stderr are the terminal
             try:
                 os.chdir(cwd)
+                # As a shell on a terminal would start it: Ctrl-C interrupts. (A test run
+                # started in the background of a non-interactive shell inherits SIGINT
+                # ignored, and so would the program, which Python then leaves ignored.)
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
                 os.execve(argv[0], argv, env)
             finally:
                 os._exit(127)
