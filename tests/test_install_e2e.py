@@ -39,8 +39,6 @@ def test_every_package_heron_imports_is_declared():
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 imported.add(node.module.split(".")[0])
     third_party = imported - set(sys.stdlib_module_names) - {"agent", "__future__"}
-    # `httpx` only as the fallback for an openai without httpx2 (not installed here).
-    third_party.discard("httpx")
     declared = {_name(r) for r in PYPROJECT["project"]["dependencies"]}
     providers = importlib.metadata.packages_distributions()
     for module in sorted(third_party):

@@ -38,10 +38,8 @@ async def probe_tool_support(settings: Settings) -> bool | None:
     _supports_tools.setdefault(endpoint, None)  # asked: no second probe meanwhile
     root = endpoint.rstrip("/").removesuffix("/v1")
     answer: bool | None = None
-    try:
-        import httpx2 as httpx
-    except ImportError:  # pragma: no cover - older openai releases use httpx
-        import httpx  # type: ignore[no-redef]
+    import httpx2 as httpx  # openai's transport (pyproject: openai>=3.57, httpx2)
+
     try:
         client = await get_client(settings)
         response = await client.get(

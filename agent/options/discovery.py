@@ -112,10 +112,8 @@ async def _list_models(settings: Settings) -> list[str] | None:
         # exits meanwhile.
         made = await anyio.to_thread.run_sync(llm.prewarm, settings, abandon_on_cancel=True)
         llm.keep_client(settings, made)
-        try:
-            import httpx2 as httpx
-        except ImportError:  # pragma: no cover - older openai releases use httpx
-            import httpx  # type: ignore[no-redef]
+        import httpx2 as httpx  # openai's transport (pyproject: openai>=3.57, httpx2)
+
         client = await llm.get_client(settings)
         with anyio.fail_after(TIMEOUT):
             response = await client.get(
