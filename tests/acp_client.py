@@ -345,6 +345,13 @@ class AcpClient:
     def request(self, method: str, params: Any = None, timeout: float = 15) -> Any:
         return self.request_async(method, params).result(timeout)
 
+    def round_trip(self, timeout: float = 30) -> None:
+        """Send a request the agent answers at once and wait for the answer: whatever the agent
+        wrote before it is read by then. Use it before asserting that nothing (more) happened,
+        instead of sleeping."""
+        with contextlib.suppress(RpcError):
+            self.request("heron-tests/round-trip", {}, timeout)
+
     def notify(self, method: str, params: Any = None) -> None:
         msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:

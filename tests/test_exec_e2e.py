@@ -208,6 +208,10 @@ class Terminal:
         if pid == 0:  # the child: its stdin, stdout and stderr are the terminal
             try:
                 os.chdir(cwd)
+                # As a shell on a terminal would start it: Ctrl-C interrupts. (A test run
+                # started in the background of a non-interactive shell inherits SIGINT
+                # ignored, and so would the program, which Python then leaves ignored.)
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
                 os.execve(argv[0], argv, env)
             finally:
                 os._exit(127)
@@ -241,11 +245,23 @@ class Terminal:
         os.write(self.fd, text.encode())
 
     def interrupt(self) -> None:
-        """Ctrl-C as a person presses it: after the program has settled into its read. A
-        SIGINT that lands between a prompt being printed and the read starting is only seen
-        by CPython when the read returns, a window a loaded test machine can hit."""
-        time.sleep(0.3)
+        """Ctrl-C as a person presses it: once the program sits in its read. A SIGINT that
+        lands between a prompt being printed and the read starting is only seen by CPython
+        when the read returns, a window a loaded test machine can hit."""
+        self.wait_reading()
         self.type("\x03")
+
+    def wait_reading(self, fd: int | None = 0, timeout: float = 20) -> None:
+        """Poll until the program's main thread is blocked in read(2) of `fd` (None: of any
+        file) (Linux /proc). Only a read of the terminal will do for a Ctrl-C: one that lands
+        while Python reads a module during an import is lost the same way."""
+        number = {"x86_64": "0 ", "aarch64": "63 "}.get(platform.machine())
+        if number and fd is not None:
+            number += f"{fd:#x} "
+        deadline = time.monotonic() + timeout
+        while number and not _syscall(self.pid).startswith(number):
+            assert time.monotonic() < deadline, f"never read its input; the screen:\n{self.screen}"
+            self._read(0.02)
 
     def wait(self, timeout: float = 20) -> int:
         deadline = time.monotonic() + timeout
@@ -369,7 +385,7 @@ def test_a_second_ctrl_c_exits_at_once_and_the_command_still_dies(terminal, fake
     try:
         term.type("\x03")
         term.expect("Ctrl-C again")
-        time.sleep(0.3)
+        term.wait_reading(fd=None)  # back in a read: it did not exit on the first Ctrl-C
         assert os.waitpid(term.pid, os.WNOHANG) == (0, 0), "exited before the second Ctrl-C"
         term.type("\x03")
         assert term.wait(timeout=5) == 130, term.screen
@@ -397,15 +413,17 @@ def test_ctrl_c_while_the_prompt_is_typed_exits_130(terminal, fake_llm):
     term = terminal("exec", "-")  # the prompt from stdin: here, the terminal
     term.type("half a prom")
     # Once it reads its stdin (a Ctrl-C during Python's own start-up is Python's business).
-    reading = {"x86_64": "0 0x0 ", "aarch64": "63 0x0 "}.get(platform.machine())
-    deadline = time.monotonic() + 20
-    while reading and not Path(f"/proc/{term.pid}/syscall").read_text().startswith(reading):
-        assert time.monotonic() < deadline, term.screen
-        time.sleep(0.05)
     term.interrupt()
     assert term.wait() == 130, term.screen
     assert "Traceback" not in term.screen
     assert fake_llm.requests == []
+
+
+def _syscall(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/syscall").read_text()
+    except OSError:
+        return ""
 
 
 def _alive(pid: int) -> bool:

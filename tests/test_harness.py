@@ -23,6 +23,6 @@ def test_a_dead_agent_fails_the_wait_at_once_with_its_stderr():
             client.initialize()
     finally:
         client.kill()
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 20  # not the 30 s the child holds stdout
     assert "boom: bad config" in str(failure.value)
     assert "exit code: 1" in str(failure.value)

@@ -146,7 +146,7 @@ def test_discovered_models_arrive_as_an_update_after_the_answer(heron, fake_llm,
     asked = models_asked(fake_llm)
     second, result = new(client, workspace)
     assert values(option(result["configOptions"], "model")) == listed
-    time.sleep(0.3)
+    client.round_trip()
     assert models_asked(fake_llm) == asked
     assert config_updates(client, second) == []
 
@@ -157,8 +157,8 @@ def test_an_endpoint_without_a_model_list_still_shows_the_configured_model(
     fake_llm.models_status = 404
     client = heron()
     session_id, result = new(client, workspace)
-    wait_until(lambda: models_asked(fake_llm) >= 1)
-    time.sleep(0.5)
+    wait_until(lambda: "no model list from" in client.stderr)
+    client.round_trip()
     assert values(option(result["configOptions"], "model")) == ["fake-model"]
     assert config_updates(client, session_id) == []  # nothing changed: nothing to tell
     fake_llm.script(text("fine"))
@@ -394,7 +394,7 @@ def test_set_mode_and_the_mode_option_stay_in_sync(heron, fake_llm, workspace):
     assert current(options)["mode"] == "read-only"
     wait_until(lambda: mode_updates(client, session_id) == ["full-access", "read-only"])
     # The answer carried the list: no config_option_update repeats it.
-    time.sleep(0.2)
+    client.round_trip()
     assert len(config_updates(client, session_id)) == 2
 
 
@@ -428,7 +428,7 @@ def test_unknown_options_and_values_are_invalid_params_and_change_nothing(
     assert needle in err.value.message
     assert len(err.value.message) < 2000  # whatever was sent, the answer stays small
     # Nothing changed, and nothing was announced.
-    time.sleep(0.2)
+    client.round_trip()
     assert mode_updates(client, session_id) == []
     after = set_option(client, session_id, "thought_level", "default")
     assert current(after) == current(result["configOptions"])
@@ -469,6 +469,6 @@ def test_a_closed_session_gets_no_late_model_list(heron, fake_llm, workspace):
     client = heron()
     session_id, _ = new(client, workspace)
     client.request("session/close", {"sessionId": session_id})
-    wait_until(lambda: models_asked(fake_llm) >= 1)
-    time.sleep(1.0)  # the list has arrived by now
+    wait_until(lambda: "2 models at" in client.stderr)  # the list has arrived
+    client.round_trip()
     assert config_updates(client, session_id) == []

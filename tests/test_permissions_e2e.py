@@ -203,7 +203,7 @@ def test_session_cancel_while_permission_is_pending(heron, fake_llm, workspace, 
     client.wait_for_agent_request("session/request_permission")
     # An editor answers the open question `cancelled`; the agent must not need that answer.
     client.cancel(session_id, answer_pending_permissions=editor_answers)
-    assert pending.result(timeout=5) == {"stopReason": "cancelled"}
+    assert pending.result(timeout=30) == {"stopReason": "cancelled"}
     updates = pending.updates()
     assert statuses(updates, "e") == ["pending", "failed"]
     assert "Cancelled" in texts(last(updates, "e"))

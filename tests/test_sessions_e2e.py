@@ -76,6 +76,25 @@ def store_path(home: Path) -> Path:
     return home / ".local" / "share" / "heron" / "sessions.db"
 
 
+def _stored_anywhere(home: Path, needle: str) -> bool:
+    """Whether any text cell of the store holds `needle` (whatever the tables are called)."""
+    if not store_path(home).exists():
+        return False
+    try:
+        conn = sqlite3.connect(f"file:{store_path(home)}?mode=ro", uri=True)
+        try:
+            query = "SELECT name FROM sqlite_master WHERE type='table'"
+            for (table,) in conn.execute(query).fetchall():
+                for row in conn.execute(f'SELECT * FROM "{table}"'):
+                    if any(isinstance(cell, str) and needle in cell for cell in row):
+                        return True
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return False  # being created: ask again
+    return False
+
+
 def stop(client) -> None:
     """End the agent the way an editor does (stdin closes); its writes are flushed."""
     client.close_stdin()
@@ -265,7 +284,7 @@ def test_resume_restores_the_history_without_replaying(heron, fake_llm, workspac
     assert messages[2]["content"] == "I am Heron."
 
 
-def test_a_session_killed_mid_turn_loads_cleanly(heron, fake_llm, workspace):
+def test_a_session_killed_mid_turn_loads_cleanly(heron, fake_llm, workspace, heron_home):
     Path(workspace, "a.txt").write_text("alpha\n")
     fake_llm.script(
         tool_calls(Call("read_file", {"path": "a.txt"}, id="r1")),
@@ -277,7 +296,11 @@ def test_a_session_killed_mid_turn_loads_cleanly(heron, fake_llm, workspace):
     first.wait_for_update(
         lambda u: u.get("toolCallId") == "b1" and u.get("status") == "in_progress"
     )
-    time.sleep(0.3)  # the read's result and the bash announcement are written by now
+    # Killed once the bash announcement (after the read's result) is in the store.
+    deadline = time.monotonic() + 30
+    while not _stored_anywhere(heron_home, '"b1"'):
+        assert time.monotonic() < deadline, "the bash call never reached the store"
+        time.sleep(0.05)
     first.proc.send_signal(signal.SIGKILL)
     first.proc.wait(5)
 
@@ -395,7 +418,7 @@ def test_close_cancels_the_running_turn_and_keeps_the_session(heron, fake_llm, w
     pending = client.prompt_async(session_id, "Do a long thing")
     client.wait_for_update(lambda u: u["sessionUpdate"] == "agent_message_chunk")
     assert client.request("session/close", {"sessionId": session_id}) == {}
-    assert pending.result(5) == {"stopReason": "cancelled"}
+    assert pending.result(30) == {"stopReason": "cancelled"}
     assert fake_llm.client_gone.wait(5)
     # Closed: gone from memory...
     with pytest.raises(RpcError) as err:

@@ -122,6 +122,10 @@ def test_a_local_server_is_not_asked_for_a_key(terminal, config_file):  # noqa: 
     term = terminal("setup", env=NO_MODEL)
     term.expect("Endpoint: ")
     term.type("2\r")  # Ollama, on localhost: no key to ask for
+    term.expect("Host (Enter: this machine) [localhost]: ")
+    term.type("\r")
+    term.expect("Port [11434]: ")
+    term.type("\r")
     term.expect("Model")  # the list, or the name when the server is not running
     assert "API key" not in term.screen
     term.interrupt()
@@ -167,3 +171,86 @@ def test_the_editor_s_terminal_auth_command_line_runs_setup(
     term.expect("Endpoint: ")
     term.interrupt()
     assert term.wait() == 130
+
+
+def _local_endpoint(term, fake_llm, number: str) -> None:
+    """Pick a local server kind and point it at the fake server's host and port."""
+    host_port = fake_llm.base_url.removeprefix("http://").split("/", 1)[0]
+    host, port = host_port.rsplit(":", 1)
+    term.expect("Endpoint: ")
+    term.type(number + "\r")
+    term.expect("Host (Enter: this machine) [localhost]: ")
+    term.type(host + "\r")
+    term.expect("Port [")
+    term.type("99999\r")
+    term.expect("Please enter a port number")
+    term.type(port + "\r")
+
+
+@pytest.mark.parametrize(
+    "number", ["2", "3", "4", "6"], ids=["ollama", "lmstudio", "vllm", "llamacpp"]
+)
+def test_a_local_server_on_another_host_and_port(terminal, fake_llm, config_file, number):  # noqa: F811
+    fake_llm.script(text("OK"))
+    term = terminal("setup", env=NO_MODEL)
+    _local_endpoint(term, fake_llm, number)
+    term.expect("Model (number or name)")
+    term.type("1\r")
+    assert term.wait() == 0, term.screen
+    assert "API key" not in term.screen
+    assert tomllib.loads(config_file.read_text())["base_url"] == fake_llm.base_url
+
+
+def test_a_base_url_without_v1_gets_a_hint_and_is_retried_with_it(
+    terminal,  # noqa: F811
+    fake_llm,
+    config_file,
+):
+    fake_llm.script(text("OK"))
+    term = terminal("setup", env=NO_MODEL)
+    term.expect("Endpoint: ")
+    term.type(OTHER_URL + "\r")
+    term.expect("Base URL")
+    term.type(fake_llm.base_url.removesuffix("/v1") + "\r")
+    term.expect("input hidden): ")
+    term.type("\r")
+    term.expect("Model (number or name)")
+    assert "Most servers serve the API under /v1" in term.screen
+    assert f"using {fake_llm.base_url}" in term.screen
+    term.type("1\r")
+    assert term.wait() == 0, term.screen
+    assert tomllib.loads(config_file.read_text())["base_url"] == fake_llm.base_url
+    assert [r.path for r in fake_llm.requests] == ["/v1/chat/completions"]
+
+
+def test_only_chat_models_are_offered_and_then_what_to_do_next(
+    terminal,  # noqa: F811
+    fake_llm,
+    config_file,
+):
+    fake_llm.models = [
+        "text-embedding-3-small",
+        "gpt-4.1",
+        "omni-moderation-latest",
+        "tts-1",
+        "whisper-1",
+        "bge-reranker-v2",
+        "qwen2.5-coder:7b",
+    ]
+    fake_llm.script(text("OK"))
+    term = terminal("setup", env=NO_MODEL)
+    term.expect("Endpoint: ")
+    term.type(OTHER_URL + "\r")
+    term.expect("Base URL")
+    term.type(fake_llm.base_url + "\r")
+    term.expect("input hidden): ")
+    term.type("\r")
+    term.expect("Model (number or name)")
+    assert "1. gpt-4.1\r\n  2. qwen2.5-coder:7b\r\n" in term.screen
+    for other in ("embedding", "moderation", "tts-1", "whisper", "reranker"):
+        assert other not in term.screen
+    term.type("2\r")
+    assert term.wait() == 0, term.screen
+    after = term.screen[term.screen.index("Saved to") :]
+    assert '"agent_servers"' in after and '"command":' in after
+    assert 'heron exec "' in after

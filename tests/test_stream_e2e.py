@@ -93,8 +93,7 @@ def test_deltas_queued_behind_a_slow_editor_are_merged_not_lost(heron, fake_llm,
         pending = client.prompt_async(session_id, "Count")
         deadline = time.monotonic() + 30
         while not fake_llm.send_seconds and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(1)  # time to read what was sent
+            time.sleep(0.05)  # until the whole answer has gone to Heron, which must queue it
     assert pending.result(timeout=120)["stopReason"] == "end_turn"
     received = chunks(pending.updates())
     assert "".join(received) == "".join(words)
@@ -288,7 +287,11 @@ def test_one_socket_for_stdin_and_stdout_keeps_both_working(
         editor.request(2, "session/new", {"cwd": workspace, "mcpServers": []})
         session_id = read_until_answer(2)["result"]["sessionId"]
         editor.request(3, "session/prompt", _prompt(session_id))
-        time.sleep(1.5)  # not reading: the socket's buffer fills, Heron waits for room
+        # Not reading while the answer streams: the socket's buffer fills, Heron waits for room.
+        deadline = time.monotonic() + 60
+        while not fake_llm.stream_starts:
+            assert time.monotonic() < deadline, "the answer never started"
+            time.sleep(0.05)
         assert read_until_answer(3)["result"] == {"stopReason": "end_turn"}
         assert editor.text() == "".join(words)
         # stdin still reads (a shared non-blocking socket would have ended it)

@@ -442,8 +442,8 @@ async def test_run_rg_kills_the_process_when_cancelled(tmp_path: Path) -> None:
     with anyio.move_on_after(1):
         await run_rg(slow, tmp_path, lambda line: lines.append(line) is None)
     assert lines == [b"x"]
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 20  # not the 30 s the program sleeps
 
     started = time.monotonic()
     assert await run_rg(slow, tmp_path, lambda line: False) is None  # stop at the first line
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 20

@@ -7,6 +7,9 @@ against the official schema like every other message.
 
 from __future__ import annotations
 
+import os
+import sys
+
 from agent import __version__
 
 TYPE_CHECKING = False  # `typing` itself is not imported before the first answer
@@ -30,13 +33,38 @@ SETUP_METHOD = {
 
 
 def offers_terminal_auth(params: Any) -> bool:
-    """Whether the client can run a terminal auth method (`clientCapabilities.auth.terminal`).
+    """Whether the client can run a terminal auth method: the schema's
+    `clientCapabilities.auth.terminal`, or the older `clientCapabilities._meta["terminal-auth"]`
+    (what the ACP registry's validator and editors whose terminal login is behind a flag send).
 
     Read leniently from the raw params: anything malformed means no.
     """
     caps = params.get("clientCapabilities") if isinstance(params, dict) else None
-    auth = caps.get("auth") if isinstance(caps, dict) else None
-    return isinstance(auth, dict) and auth.get("terminal") is True
+    if not isinstance(caps, dict):
+        return False
+    auth, meta = caps.get("auth"), caps.get("_meta")
+    return (isinstance(auth, dict) and auth.get("terminal") is True) or (
+        isinstance(meta, dict) and meta.get("terminal-auth") is True
+    )
+
+
+def _setup_command() -> list[str]:
+    """The command line that runs `heron setup` with this very installation and the flags it
+    was started with (a `--config` applies to both): the older `_meta["terminal-auth"]` form
+    names the whole command instead of appending `args` to the editor's."""
+    program = sys.argv[0] if sys.argv and sys.argv[0] else ""
+    flags = sys.argv[1:]
+    if not program or program.endswith(".py") or program == "-m":
+        return [sys.executable, "-m", "agent", *flags, "setup"]  # `python -m agent`
+    return [os.path.abspath(program), *flags, "setup"]
+
+
+def setup_method() -> dict[str, Any]:
+    """The login method in both forms: the schema's `terminal` type (`args`), and the older
+    `_meta["terminal-auth"]` (`command`, `args`, `label`)."""
+    command, *args = _setup_command()
+    meta = {"terminal-auth": {"command": command, "args": args, "label": "Set up a model"}}
+    return {**SETUP_METHOD, "_meta": meta}
 
 
 def initialize_result(terminal_auth: bool = False) -> dict[str, Any]:
@@ -59,7 +87,7 @@ def initialize_result(terminal_auth: bool = False) -> dict[str, Any]:
             "auth": {"logout": {}},
         },
         # Terminal methods may be offered only to clients that said they can run them.
-        "authMethods": [SETUP_METHOD] if terminal_auth else [],
+        "authMethods": [setup_method()] if terminal_auth else [],
         "agentInfo": {"name": "heron", "title": "Heron", "version": __version__},
     }
 

@@ -75,7 +75,42 @@ class RpcError(Exception):
         self.data = data
 
     def __str__(self) -> str:
-        return f"{self.message} (code {self.code})"
+        return f"{self.reason} (code {self.code})"
+
+    @property
+    def reason(self) -> str:
+        """The most telling text of the error: a client may put its reason in `message` or in
+        `data` (acpx answers "Internal error" with the reason in `data.details`)."""
+        detail = _detail(self.data)
+        if not detail or detail in self.message:
+            return self.message
+        if self.message.strip().rstrip(".").lower() in _GENERIC_MESSAGES:
+            return detail
+        return f"{self.message}: {detail}"
+
+
+# JSON-RPC's standard messages, which say nothing of what went wrong.
+_GENERIC_MESSAGES = {
+    "",
+    "internal error",
+    "invalid params",
+    "invalid request",
+    "server error",
+    "unknown error",
+}
+
+
+def _detail(data: Any) -> str:
+    """A readable reason in an error's `data`: itself when text, else a text field of it."""
+    if isinstance(data, str):
+        text = data
+    elif isinstance(data, dict):
+        fields = (data.get(k) for k in ("details", "detail", "message", "reason", "error"))
+        text = next((f for f in fields if isinstance(f, str) and f.strip()), "")
+    else:
+        text = ""
+    text = " ".join(text.split())
+    return text if len(text) <= 500 else text[:499] + "…"
 
 
 class ConnectionClosed(Exception):

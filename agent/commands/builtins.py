@@ -17,6 +17,7 @@ from agent.commands import pickers
 from agent.commands.catalog import commands_of, user_folder
 from agent.commands.parse import Invocation, text_block
 from agent.context.compaction import compact as compact_history
+from agent.context.prompt import system_prompt
 from agent.context.usage import context_size
 from agent.llm import LLMError
 
@@ -75,8 +76,9 @@ async def help_(turn: Turn, call: Invocation) -> StopReason:
     lines += [
         "",
         "Any other text, an unknown `/word` included, goes to the model as typed. A Markdown "
-        "file `NAME.md` in `.heron/commands/` of the project or in your own commands folder "
-        "adds `/NAME`: its body is the prompt, `$ARGUMENTS` the text typed after the name.",
+        "file `NAME.md` in the project's `.heron/commands/` or in your own "
+        f"`{_home(str(user_folder()))}/` adds `/NAME`: its body is the prompt, `$ARGUMENTS` the "
+        "text typed after the name.",
     ]
     turn.updates.say("\n".join(lines))
     return "end_turn"
@@ -103,7 +105,11 @@ async def compact(turn: Turn, call: Invocation) -> StopReason:
     focus = f", focused on “{call.arguments}”" if call.arguments else ""
     turn.updates.say(f"Compacted the conversation: {summarized} messages are now a summary{focus}.")
     turn.updates.checkpoint()
-    await turn.updates.report_usage(None, session.history, "")
+    # What the next request sends: the system prompt and the tools as well as the summary.
+    prompt = await system_prompt(session.cwd, confine=session.mode != "full-access")
+    await turn.updates.report_usage(
+        None, [{"role": "system", "content": prompt}, *session.history], ""
+    )
     return "end_turn"
 
 

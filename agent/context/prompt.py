@@ -36,8 +36,20 @@ log = logging.getLogger("heron.context")
 
 MAX_ATTACHED_CHARS = 200_000  # one linked or embedded file, as the model sees it
 MAX_LINKED_LINES = 100_000
-AGENTS_FILES = ("AGENTS.md",)
-MAX_AGENTS_BYTES = 64 * 1024  # of one AGENTS.md; the rest is left out, with a note
+# The project's rules: AGENTS.md, else the first of the names Zed reads, in Zed's order (so a
+# project set up for Zed, Cursor, Windsurf, Cline, Copilot, Claude Code or Gemini CLI works).
+RULES_FILES = (
+    "AGENTS.md",
+    ".rules",
+    ".cursorrules",
+    ".windsurfrules",
+    ".clinerules",
+    ".github/copilot-instructions.md",
+    "CLAUDE.md",
+    "AGENT.md",
+    "GEMINI.md",
+)
+MAX_AGENTS_BYTES = 64 * 1024  # of one rules file; the rest is left out, with a note
 # The audio formats of OpenAI's `input_audio` part, by MIME type.
 AUDIO_FORMATS = {
     "audio/wav": "wav",
@@ -76,12 +88,12 @@ async def system_prompt(
     additional_directories: list[Path] | None = None,
     today: str | None = None,
 ) -> str:
-    """The system prompt, with the project's AGENTS.md (of the cwd only: the additional
-    directories are named, their rules files are not read). `confine` (every mode but
-    full-access): only an AGENTS.md that is a regular file inside the workspace is read, so a
-    link cannot pull in (or block on) something from elsewhere. `today`: the session's first
-    day, so the prompt stays the same byte for byte until AGENTS.md changes (a prompt cache
-    reuses it)."""
+    """The system prompt, with the project's rules file (the first of RULES_FILES found, in the
+    cwd only: the additional directories are named, their rules files are not read).
+    `confine` (every mode but full-access): only a rules file that is a regular file inside the
+    workspace is read, so a link cannot pull in (or block on) something from elsewhere.
+    `today`: the session's first day, so the prompt stays the same byte for byte until the
+    rules file changes (a prompt cache reuses it)."""
     text = SYSTEM_PROMPT.format(
         cwd=cwd,
         platform=f"{platform.system()} {platform.release()} ({platform.machine()})",
@@ -93,14 +105,16 @@ async def system_prompt(
             "\n\nThese directories are part of the workspace too (use absolute paths for "
             f"them):\n{listed}"
         )
-    for name in AGENTS_FILES:
+    for name in RULES_FILES:
         instructions = await anyio.to_thread.run_sync(_read_agents_file, cwd, name, confine)
         if instructions is None:
             continue
+        log.info("project rules from %s", cwd / name)
         text += (
             f"\n\nThe project's {name} gives these instructions; follow them:\n"
             f"<{name}>\n{instructions}\n</{name}>"
         )
+        break
     return text
 
 

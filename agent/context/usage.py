@@ -125,8 +125,14 @@ async def _server_window(settings: Settings) -> int | None:
     return None
 
 
-def tokens_used(usage: dict[str, Any] | None, messages: list[dict[str, Any]], reply: str) -> int:
-    """Tokens in context after this response: the server's count, else an estimate."""
+def tokens_used(
+    usage: dict[str, Any] | None,
+    messages: list[dict[str, Any]],
+    reply: str,
+    tools: list[dict[str, Any]] | None = None,
+) -> int:
+    """Tokens in context after this response: the server's count, else an estimate of what a
+    request sends (the messages, system prompt included, and the tools' definitions)."""
     if usage:
         total = usage.get("total_tokens")
         if isinstance(total, int) and total > 0:
@@ -134,7 +140,8 @@ def tokens_used(usage: dict[str, Any] | None, messages: list[dict[str, Any]], re
         parts = [usage.get("prompt_tokens"), usage.get("completion_tokens")]
         if all(isinstance(p, int) for p in parts) and sum(parts) > 0:  # type: ignore[arg-type]
             return sum(parts)  # type: ignore[arg-type]
-    return estimate_tokens(messages) + len(reply) // CHARS_PER_TOKEN
+    tools_size = len(json.dumps(tools, ensure_ascii=False)) if tools else 0
+    return estimate_tokens(messages) + (len(reply) + tools_size) // CHARS_PER_TOKEN
 
 
 def estimate_tokens(messages: list[dict[str, Any]]) -> int:

@@ -231,9 +231,7 @@ def _transport_errors() -> tuple[type[BaseException], ...]:
     import openai
 
     errors_: list[type[BaseException]] = [openai.APIError]
-    try:
-        import httpx2 as httpx  # the transport of openai 3.x
-    except ImportError:  # pragma: no cover - older openai releases use httpx
-        import httpx  # type: ignore[no-redef]
+    import httpx2 as httpx  # openai's transport (pyproject: openai>=3.57, httpx2)
+
     errors_.append(httpx.TransportError)
     return tuple(errors_)

@@ -18,25 +18,12 @@ from typing import Any
 import anyio
 
 from agent.config import Settings
+from agent.options.model_ids import chat_models as parse_models  # chat models only
 
 log = logging.getLogger("heron.options")
 
 TTL = 300.0  # seconds an endpoint's list is trusted before it is asked again
 TIMEOUT = 5.0  # seconds one discovery request may take
-MAX_MODELS = 500  # OpenRouter lists hundreds; a picker (and each update) stays bounded
-# Models that cannot chat (OpenAI and others list them beside the chat models).
-_NOT_CHAT = (
-    "embed",
-    "tts",
-    "whisper",
-    "dall-e",
-    "moderation",
-    "rerank",
-    "transcribe",
-    "davinci",
-    "babbage",
-)
-
 StartSoon = Callable[..., Any]
 
 
@@ -125,10 +112,8 @@ async def _list_models(settings: Settings) -> list[str] | None:
         # exits meanwhile.
         made = await anyio.to_thread.run_sync(llm.prewarm, settings, abandon_on_cancel=True)
         llm.keep_client(settings, made)
-        try:
-            import httpx2 as httpx
-        except ImportError:  # pragma: no cover - older openai releases use httpx
-            import httpx  # type: ignore[no-redef]
+        import httpx2 as httpx  # openai's transport (pyproject: openai>=3.57, httpx2)
+
         client = await llm.get_client(settings)
         with anyio.fail_after(TIMEOUT):
             response = await client.get(
@@ -142,19 +127,6 @@ async def _list_models(settings: Settings) -> list[str] | None:
         return None
     log.debug("%d models at %s", len(models), settings.base_url or "OpenAI")
     return models
-
-
-def parse_models(body: Any) -> list[str]:
-    """Model ids from an OpenAI-style list (`data[].id`), chat models only, bounded."""
-    data = body.get("data") if isinstance(body, dict) else None
-    ids = [m.get("id") for m in data if isinstance(m, dict)] if isinstance(data, list) else []
-    chat = [i for i in ids if isinstance(i, str) and i and not _not_chat(i)]
-    return list(dict.fromkeys(chat))[:MAX_MODELS]
-
-
-def _not_chat(model: str) -> bool:
-    name = model.lower()
-    return any(word in name for word in _NOT_CHAT)
 
 
 def _now() -> float:

@@ -15,6 +15,8 @@ import logging
 import re
 from typing import TYPE_CHECKING, Any
 
+from agent.store.titles import first_request_text, make_title
+
 if TYPE_CHECKING:
     from agent.session import Session
     from agent.store.db import StoredSession
@@ -22,7 +24,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("heron.store")
 
-TITLE_CHARS = 60
 UNSAVED = (
     "Note: this conversation will not be saved (Heron cannot write its session store: {reason}). "
     "Heron keeps working; see its log on stderr.\n\n"
@@ -43,19 +44,6 @@ GONE = "Note: this session was deleted by another Heron process; it is no longer
 def now() -> str:
     """ISO 8601 in UTC; sorts as text."""
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def make_title(text: str) -> str:
-    """The first line of the prompt, cut on a word boundary near TITLE_CHARS."""
-    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-    line = re.sub(r"\s+", " ", line)
-    if len(line) <= TITLE_CHARS:
-        return line
-    cut = line[:TITLE_CHARS]
-    space = cut.rfind(" ")
-    if space >= TITLE_CHARS // 2:
-        cut = cut[:space]
-    return cut.rstrip(" ,.;:-") + "…"
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -152,7 +140,7 @@ class Saver:
 
     def checkpoint(self, session: Session) -> str | None:
         """Queue the writes for what changed; a notice to show once if they cannot be saved."""
-        if session.title is None and (title := _first_prompt_text(session.transcript)):
+        if session.title is None and (title := first_request_text(session.transcript)):
             session.title = make_title(title)  # titled even when it cannot be saved
             self._announce_title(session)
         if self.store.failure is not None:
@@ -262,17 +250,6 @@ class Saver:
 
 def title_update(session: Session) -> dict[str, Any]:
     return {"sessionUpdate": "session_info_update", "title": session.title, "updatedAt": now()}
-
-
-def _first_prompt_text(transcript: list[dict[str, Any]]) -> str:
-    for update in transcript:
-        content = update.get("content") or {}
-        if update.get("sessionUpdate") == "user_message_chunk":
-            if content.get("type") == "text" and content.get("text", "").strip():
-                return content["text"]
-            if content.get("type") == "resource_link":
-                return content.get("title") or content.get("name") or ""
-    return ""
 
 
 def _session_row(session: Session, created_at: str) -> Any:

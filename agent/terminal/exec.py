@@ -15,7 +15,8 @@ the mode it had before (or the default), so an editor that reopens it is never i
 because of a one-shot `--yes`.
 
 Exit codes: 0 end_turn; 1 model or runtime error; 2 usage or configuration error (an unknown
-session included); 3 max_tokens / max_turn_requests / refusal; 130 interrupted.
+session included); 3 max_tokens / max_turn_requests / refusal; 130 interrupted; 141 the reader
+of the output left (`| head`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import argparse
 import contextlib
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
     from agent.store.db import SessionRow
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_STOPPED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_PIPE_CLOSED = 141  # whoever read the output left (`| head`): what a SIGPIPE'd tool exits with
 
 STOPPED = {
     "max_tokens": "the model hit its output token limit",
@@ -60,7 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run one prompt turn with Heron's tools in a directory and exit. The answer "
         "goes to stdout, a trace of the tool calls to stderr.",
         epilog="Exit codes: 0 done; 1 model or runtime error; 2 usage or configuration error; "
-        "3 stopped early (token limit, request limit, refusal); 130 interrupted.",
+        "3 stopped early (token limit, request limit, refusal); 130 interrupted; 141 the reader of "
+        "the output left (| head).",
     )
     parser.add_argument("prompt", help='the task; "-" reads it from stdin')
     parser.add_argument("--cwd", help="the workspace (default: the current directory)")
@@ -192,6 +196,13 @@ def named_cwd(given: str | None) -> Path:
     return Path(os.getcwd())
 
 
+def _reader_gone(fd: int) -> bool:
+    """Whether `fd` is a pipe whose reading end is closed (poll reports an error on it)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
+
+
 def same_folder(stored: str, cwd: Path) -> bool:
     return bool(set(cwd_forms(Path(stored))) & set(cwd_forms(cwd)))
 
@@ -253,7 +264,11 @@ class Exec:
         )
         signal.signal(signal.SIGINT, self.on_interrupt)
         try:
-            return self.converse()
+            code = self.converse()
+            return EXIT_PIPE_CLOSED if self.stdout_gone else code
+        except BrokenPipeError:
+            self.output_gone()
+            return EXIT_PIPE_CLOSED
         except AgentGone:
             code = self.proc.wait()
             self.trace.error(f"the agent stopped unexpectedly (exit code {code})")
@@ -320,7 +335,8 @@ class Exec:
         if reason == "end_turn":
             return EXIT_OK
         if reason == "cancelled":
-            self.trace.note("interrupted")
+            if not self.stdout_gone:  # ended by the reader leaving: nothing to say
+                self.trace.note("interrupted")
             return EXIT_INTERRUPTED
         self.trace.note(f"stopped: {STOPPED.get(str(reason), f'stop reason {reason}')}")
         return EXIT_STOPPED
@@ -456,11 +472,21 @@ class Exec:
         try:
             write(value)
         except BrokenPipeError:
-            self.stdout_gone = True
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            self.output_gone()
             if not self.interrupted:
                 self.interrupted = True
                 self.send_cancel()
+
+    def output_gone(self) -> None:
+        """Stdout (or stderr) lost its reader: what is still written to either goes nowhere,
+        quietly, rather than as a BrokenPipeError at every write and at exit."""
+        self.stdout_gone = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                if _reader_gone(stream.fileno()):
+                    os.dup2(devnull, stream.fileno())
+        os.close(devnull)
 
     # -- permission questions ----------------------------------------------------------------
 

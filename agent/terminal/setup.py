@@ -14,12 +14,14 @@ import os
 import sys
 import tomllib
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from agent.config import ConfigError, check_base_url, config_path, update_config_file
+from agent.options.model_ids import chat_models
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,11 @@ class Endpoint:
     name: str
     url: str | None  # None: the user types it
     needs_key: bool | None  # None: asked, may be left empty
+
+    @property
+    def local(self) -> bool:
+        """A server one runs oneself: its host and port are asked (another machine, port)."""
+        return bool(self.url) and self.url.startswith("http://localhost:")  # type: ignore[union-attr]
 
 
 ENDPOINTS = (
@@ -43,7 +50,9 @@ TIMEOUT = 20  # seconds for each HTTP request
 
 
 class SetupError(Exception):
-    pass
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status  # the HTTP status, when the server answered one
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -91,7 +100,8 @@ class Setup:
         print(f"Heron setup: the settings are saved in {self.path}\n")
         base_url, needs_key = self.choose_endpoint()
         api_key = self.choose_key(base_url, needs_key)
-        model = self.choose_model(base_url, api_key)
+        base_url, models = self.find_models(base_url, api_key)
+        model = self.choose_model(models)
         if not self.test(base_url, api_key, model) and not yes_no("Save anyway?", False):
             print("Nothing was written.")
             return 1
@@ -101,6 +111,7 @@ class Setup:
         update_config_file(self.path, values)
         print(f"Saved to {self.path} (readable only by you).")
         self.warn_about_environment()
+        print_next_steps()
         return 0
 
     def choose_endpoint(self) -> tuple[str, bool | None]:
@@ -119,6 +130,8 @@ class Setup:
                 endpoint = ENDPOINTS[int(answer) - 1]
                 break
             print(f"  Please enter a number from 1 to {len(ENDPOINTS)}.")
+        if endpoint.local:
+            return self.ask_host_and_port(endpoint.url), endpoint.needs_key  # type: ignore[arg-type]
         if endpoint.url:
             return endpoint.url, endpoint.needs_key
         while True:
@@ -128,6 +141,18 @@ class Setup:
                 return url, None
             except ConfigError as exc:
                 print(f"  {exc}")
+
+    def ask_host_and_port(self, default_url: str) -> str:
+        """The usual localhost URL, or the same server on another machine or port."""
+        parts = urllib.parse.urlsplit(default_url)
+        host = ask("Host (Enter: this machine)", parts.hostname)
+        while True:
+            port = ask("Port", str(parts.port))
+            if port.isdigit() and 0 < int(port) < 65536:
+                break
+            print("  Please enter a port number (1-65535).")
+        host = f"[{host}]" if ":" in host and not host.startswith("[") else host  # IPv6
+        return f"{parts.scheme}://{host}:{port}{parts.path}"
 
     def choose_key(self, base_url: str, needs_key: bool | None) -> str | None:
         if needs_key is False:
@@ -140,13 +165,31 @@ class Setup:
                 return key or kept
             print("  This endpoint needs an API key.")
 
-    def choose_model(self, base_url: str, api_key: str | None) -> str:
-        current = self.current.get("model")
+    def find_models(self, base_url: str, api_key: str | None) -> tuple[str, list[str]]:
+        """The endpoint's chat models, and the URL that answered: a URL without `/v1` (the
+        most common mistake) is tried again with it."""
         try:
-            models = list_models(base_url, api_key)
+            return base_url, list_models(base_url, api_key)
         except SetupError as exc:
-            print(f"Could not list the models: {exc}")
-            models = []
+            failure = exc
+        retry = f"{base_url}/v1"
+        if not base_url.endswith("/v1") and failure.status in (404, 405):
+            print(
+                f"{base_url}/models: {failure}. Most servers serve the API under /v1: "
+                f"trying {retry}"
+            )
+            try:
+                models = list_models(retry, api_key)
+            except SetupError as exc:
+                print(f"  {retry}/models: {exc}")
+            else:
+                print(f"  That works: using {retry}")
+                return retry, models
+        print(f"Could not list the models: {failure}")
+        return base_url, []
+
+    def choose_model(self, models: list[str]) -> str:
+        current = self.current.get("model")
         if not models:
             return ask("Model name", current if isinstance(current, str) else None)
         print("Models available:")
@@ -181,6 +224,18 @@ class Setup:
             )
 
 
+def print_next_steps() -> None:
+    """What to do with the saved settings."""
+    program = os.path.abspath(sys.argv[0]) if os.path.basename(sys.argv[0]) == "heron" else "heron"
+    snippet = {"agent_servers": {"Heron": {"type": "custom", "command": program, "args": []}}}
+    print(
+        "\nNext:\n"
+        "  - in your editor, add Heron as an agent; for Zed, in settings.json:\n"
+        + "\n".join("      " + line for line in json.dumps(snippet, indent=2).splitlines())
+        + '\n  - or try it here, in a project folder:  heron exec "Explain what this project does"'
+    )
+
+
 def ask(question: str, default: str | None = None) -> str:
     suffix = f" [{default}]" if default else ""
     while True:
@@ -205,7 +260,7 @@ def _open(request: urllib.request.Request) -> Any:
     try:
         return urllib.request.urlopen(request, timeout=TIMEOUT)
     except urllib.error.HTTPError as exc:
-        raise SetupError(f"HTTP {exc.code}: {_error_message(exc)}") from exc
+        raise SetupError(f"HTTP {exc.code}: {_error_message(exc)}", exc.code) from exc
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
         raise SetupError(f"cannot reach {request.full_url}: {reason}") from exc
@@ -231,10 +286,7 @@ def list_models(base_url: str, api_key: str | None) -> list[str]:
             body = json.load(response)
         except ValueError as exc:
             raise SetupError("the model list is not JSON") from exc
-    data = body.get("data") if isinstance(body, dict) else None
-    return sorted(
-        {m["id"] for m in data or [] if isinstance(m, dict) and isinstance(m.get("id"), str)}
-    )
+    return sorted(chat_models(body))  # the picker's filter: no embedding, speech, ... models
 
 
 def test_request(base_url: str, api_key: str | None, model: str) -> None:

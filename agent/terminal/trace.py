@@ -69,6 +69,9 @@ class Trace:
         self.quiet: set[str] = set()  # calls whose end was already explained (refusals)
         self.out_open = False  # the answer text does not end with a newline yet
         self.thinking = False  # a thought line is open on stderr
+        # The answer and the trace end up in one place (a terminal, or `2>&1` into one pipe or
+        # file): a trace line must then start on a line of its own.
+        self.one_place = _one_place(self.out, self.err)
 
     # -- answer text -------------------------------------------------------------------------
 
@@ -92,13 +95,16 @@ class Trace:
 
     def line(self, text: str) -> None:
         self._end_thought()
-        if self.out_open and self.out.isatty() and self.err.isatty():
-            # Both on one screen: start the trace line below the answer so far.
+        self._below_the_answer()
+        self.err.write(text + "\n")
+        self.err.flush()
+
+    def _below_the_answer(self) -> None:
+        if self.out_open and self.one_place:
+            # Start the trace line below the answer so far, never on the same line.
             self.out.write("\n")
             self.out.flush()
             self.out_open = False
-        self.err.write(text + "\n")
-        self.err.flush()
 
     def note(self, text: str) -> None:
         self.line(self.paint(visible(text), YELLOW))
@@ -111,6 +117,7 @@ class Trace:
 
     def _thought(self, text: str) -> None:
         if not self.thinking:
+            self._below_the_answer()
             self.err.write(self.paint("thinking: ", DIM))
             self.thinking = True
         self.err.write(self.paint(visible(text), DIM))
@@ -172,6 +179,16 @@ class Trace:
         for entry in entries:
             mark = marks.get(entry.get("status", ""), "[ ]")
             self.line(f"  {mark} {visible(str(entry.get('content', '')), newlines=False)}")
+
+
+def _one_place(out: TextIO, err: TextIO) -> bool:
+    """Whether what is written to `out` and `err` is read in one place: both on terminals, or
+    both the same pipe or file."""
+    try:
+        a, b = os.fstat(out.fileno()), os.fstat(err.fileno())
+        return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino) or (out.isatty() and err.isatty())
+    except (OSError, ValueError, AttributeError):  # not real files (tests' StringIO)
+        return False
 
 
 def content_text(content: Any) -> str:

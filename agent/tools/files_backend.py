@@ -21,7 +21,7 @@ import anyio
 
 from agent.tools import files_io
 from agent.tools.base import ClientRequest
-from agent.tools.files_io import Lines, NotText
+from agent.tools.files_io import Lines, NotText, WriteFailed
 from agent.tools.seen import lines_of
 
 RESOURCE_NOT_FOUND = -32002
@@ -124,7 +124,7 @@ class Files:
         except RpcError as exc:
             if exc.code == RESOURCE_NOT_FOUND or not await anyio.Path(path).exists():
                 raise FileNotFoundError(str(path)) from exc
-            raise OSError(f"the editor could not read {path}: {exc.message}") from exc
+            raise OSError(f"the editor could not read {path}: {exc.reason}") from exc
         content = result.get("content") if isinstance(result, dict) else None
         if not isinstance(content, str):
             raise OSError(f"the editor answered fs/read_text_file for {path} without text")
@@ -136,10 +136,13 @@ class Files:
         """Replace the file's text; the new disk stat when written locally. WriteFailed (the
         file untouched) when the disk refuses."""
         if self.via_editor:
-            await self._request(
-                "fs/write_text_file",
-                {"sessionId": self._session_id, "path": str(path), "content": text},
-            )
+            from agent.acp.wire import RpcError
+
+            params = {"sessionId": self._session_id, "path": str(path), "content": text}
+            try:
+                await self._request("fs/write_text_file", params)
+            except RpcError as exc:
+                raise WriteFailed(f"The editor did not write {path}: {exc.reason}") from exc
             return None
         return await anyio.to_thread.run_sync(files_io.write_text, path, text)
 

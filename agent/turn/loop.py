@@ -35,10 +35,11 @@ if TYPE_CHECKING:
     from agent.session import Session
 
 NOT_CONFIGURED = (
-    "Heron has no model configured. Set OPENAI_API_KEY (and HERON_MODEL to pick a model) for "
-    "OpenAI, or OPENAI_BASE_URL for another OpenAI-compatible server (Ollama, vLLM, LM Studio, "
-    "OpenRouter, llama.cpp): in the `env` of Heron's entry in your editor's agent settings, "
-    "as --base-url/--model flags, or in ~/.config/heron/config.toml (api_key, base_url, model)."
+    "Heron has no model configured. Run `heron setup` in a terminal: it asks for the endpoint "
+    "(OpenAI, Ollama, vLLM, LM Studio, OpenRouter, llama.cpp), the key and the model, and saves "
+    "them in ~/.config/heron/config.toml. Or set OPENAI_API_KEY (and HERON_MODEL) for OpenAI, "
+    "or OPENAI_BASE_URL for another OpenAI-compatible server, in the `env` of Heron's entry in "
+    "your editor's agent settings or as --base-url/--model flags."
 )
 CANCELLED = "Cancelled by the user."
 

@@ -53,9 +53,10 @@ class Updates:
     async def report_usage(
         self, usage: dict[str, Any] | None, messages: list[dict[str, Any]], reply: str
     ) -> None:
-        """usage_update: how full the context is after this response (agent.context.usage)."""
+        """usage_update: how full the context is after this response (agent.context.usage).
+        `messages` is what a request sends, the system message included."""
         size = await context_size(self.session.settings, self.session.context_limit)
         if self.closed:
             return
-        used = tokens_used(usage, messages, reply)
+        used = tokens_used(usage, messages, reply, self.session.tool_specs())
         self.session.notify({"sessionUpdate": "usage_update", "used": used, "size": size})
