@@ -15,6 +15,7 @@ allowed), and from ABI 6 signals and abstract Unix sockets reaching outside the 
 
 from __future__ import annotations
 
+import _signal  # not `signal`: its enums would slow the launcher's start
 import ctypes
 import os
 import sys
@@ -146,29 +147,49 @@ def _allow(ruleset: int, path: str, access: int) -> None:
 
 USAGE = "usage: heron sandbox [--read DIR] [--write DIR] [--device FILE] ... -- COMMAND [ARG...]"
 
+Rules = dict[str, list[str]]
 
-def main(argv: list[str]) -> int:
-    """Parse the rules, confine, exec the command; never runs it unconfined."""
-    lists: dict[str, list[str]] = {"--read": [], "--write": [], "--device": []}
+
+def parse_rules(argv: list[str]) -> tuple[Rules, list[str]] | None:
+    """`--read/--write/--device PATH …` up to `--`, and what follows; None when malformed."""
+    rules: Rules = {"--read": [], "--write": [], "--device": []}
     i = 0
     while i < len(argv) and argv[i] != "--":
         flag = argv[i]
-        if flag not in lists or i + 1 >= len(argv):
-            print(USAGE, file=sys.stderr)
-            return 2
-        lists[flag].append(argv[i + 1])
+        if flag not in rules or i + 1 >= len(argv):
+            return None
+        rules[flag].append(argv[i + 1])
         i += 2
-    command = argv[i + 1 :]
-    if not command:
+    return rules, argv[i + 1 :]
+
+
+def confine(rules: Rules) -> int:
+    """`restrict_self` with parsed rules."""
+    return restrict_self(rules["--read"], rules["--write"], rules["--device"])
+
+
+def default_signals() -> None:
+    """Python ignores SIGPIPE and SIGXFSZ, and an exec keeps what is ignored: the command must
+    get the defaults a shell expects (`yes | head -1` ends quietly)."""
+    for sig in (_signal.SIGPIPE, _signal.SIGXFSZ):
+        _signal.signal(sig, _signal.SIG_DFL)
+
+
+def main(argv: list[str]) -> int:
+    """Parse the rules, confine, exec the command; never runs it unconfined."""
+    parsed = parse_rules(argv)
+    if parsed is None or not parsed[1]:
         print(USAGE, file=sys.stderr)
         return 2
+    rules, command = parsed
     # Found before confining: afterwards Python's own library may be unreadable.
     program = _which(command[0])
     try:
-        restrict_self(lists["--read"], lists["--write"], lists["--device"])
+        confine(rules)
     except OSError as exc:
         print(f"heron sandbox: cannot confine the command: {exc.strerror}", file=sys.stderr)
         return DENIED
+    default_signals()
     try:
         os.execv(program, command)
     except OSError as exc:
