@@ -18,6 +18,7 @@ from pathlib import Path
 
 from agent.sandbox.landlock import abi_version
 from agent.sandbox.watch import Fingerprint, changed_note, fingerprint
+from agent.sandbox.zygote import ConfinedProcess, Zygote
 
 LAUNCHER = str(Path(__file__).with_name("landlock.py").resolve())
 
@@ -79,6 +80,7 @@ class Sandbox:
         self._active = active
         self._tmpdir: str | None = None
         self._told = False
+        self._zygote: Zygote | None = None
 
     def confining(self) -> bool:
         """Commands run confined now: the session is in auto mode and Landlock is there."""
@@ -93,14 +95,27 @@ class Sandbox:
 
     def launcher(self, command: list[str]) -> list[str]:
         """The argv that runs `command` confined (through `landlock.py` as a bare script)."""
-        argv = [sys.executable, "-I", "-S", LAUNCHER]
-        for path in self.writes():
-            argv += ["--write", path]
-        for path in self.reads():
-            argv += ["--read", path]
+        return [sys.executable, "-I", "-S", LAUNCHER, *self.rules(), "--", *command]
+
+    def rules(self) -> list[str]:
+        """The launcher's and the zygote's arguments: `--write DIR … --read DIR … --device …`."""
+        rules: list[str] = []
+        for flag, paths in (("--write", self.writes()), ("--read", self.reads())):
+            for path in paths:
+                rules += [flag, path]
         for path in DEVICES:
-            argv += ["--device", path]
-        return [*argv, "--", *command]
+            rules += ["--device", path]
+        return rules
+
+    async def spawn(self, argv: list[str], env: dict[str, str], cwd: Path) -> ConfinedProcess:
+        """Start `argv` confined through the session's zygote (started on first use, and
+        again when the rules change: a new root, a new TMPDIR)."""
+        rules = self.rules()
+        if self._zygote is None or self._zygote.rules != rules:
+            if self._zygote is not None:
+                self._zygote.close()
+            self._zygote = Zygote(rules)
+        return await self._zygote.spawn(argv, env, cwd)
 
     def env(self) -> dict[str, str]:
         tmp = self.tmpdir
@@ -143,7 +158,10 @@ class Sandbox:
         return None
 
     def close(self) -> None:
-        """The session ended: its temporary directory goes."""
+        """The session ended: its zygote and its temporary directory go."""
+        if self._zygote is not None:
+            self._zygote.close()
+            self._zygote = None
         if self._tmpdir is not None:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
             _leftovers.discard(self._tmpdir)

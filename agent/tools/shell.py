@@ -24,6 +24,7 @@ from typing import Any
 
 import anyio
 import anyio.lowlevel
+from anyio.abc import Process
 from pydantic import BaseModel, Field
 
 from agent.acp.protocol import (
@@ -40,6 +41,7 @@ from agent.permissions.commands import command_keys
 from agent.processes.env import command_env, withheld
 from agent.processes.tree import CommandTree, forget, open_process
 from agent.sandbox import Sandbox, blocked_hint
+from agent.sandbox.zygote import ConfinedProcess, ZygoteError
 from agent.tools.base import (
     Preview,
     Progress,
@@ -240,15 +242,28 @@ async def _run_locally(
 ) -> AsyncIterator[ToolEvent]:
     buffer = OutputBuffer()
     tree = CommandTree()
-    proc = await open_process(
-        _shell_argv(args.command, sandbox, shutil.which("bash") or "/bin/sh"),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        cwd=cwd,
-        env={**command_env(ctx.settings), **_extra_env(sandbox), "TERM": "dumb", **tree.env},
-        start_new_session=True,  # its own process group: one killpg reaches most descendants
-    )
+    argv = [shutil.which("bash") or "/bin/sh", "-c", args.command]
+    env = {**command_env(ctx.settings), **_extra_env(sandbox), "TERM": "dumb", **tree.env}
+    proc: Process | ConfinedProcess
+    if sandbox:
+        # Started by the session's zygote, confined already (its own session and group too).
+        try:
+            proc = await sandbox.spawn(argv, env, cwd)
+        except BaseException as exc:
+            tree.stop_in_background()  # by its marker: whatever started before it failed
+            if isinstance(exc, ZygoteError):
+                raise ToolError(str(exc)) from exc
+            raise
+    else:
+        proc = await open_process(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,  # its own process group: one killpg reaches most descendants
+        )
     tree.attach(proc.pid)
 
     async def close() -> None:
@@ -268,7 +283,7 @@ async def _run_locally(
             if now >= deadline:
                 timed_out = True
                 break
-            if proc.returncode is not None:
+            if _ended(proc):
                 # The shell is gone but a background child still holds its output open.
                 if exited_at is None:
                     exited_at = now
@@ -290,7 +305,7 @@ async def _run_locally(
             # Output ended; the shell may still run (it closed its stdout).
             with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
                 await proc.wait()
-            timed_out = proc.returncode is None
+            timed_out = not _ended(proc)
             settled = not timed_out
     except BaseException:
         # Cancelled (or failed): answer now; SIGKILL for what ignores SIGTERM comes later.
@@ -308,6 +323,8 @@ async def _run_locally(
     code, sig = _split_returncode(proc.returncode)
     text = buffer.render(*_model_budget(ctx)) or "(no output)"
     head = _status_line(code, sig, args.timeout, timed_out)
+    if isinstance(proc, ConfinedProcess) and proc.lost:
+        head += "\n(the sandbox's command starter stopped: the exit status is unknown)"
     if orphans:
         head += "\n(background processes kept the output open after the shell exited; stopped)"
     elif leftovers:
@@ -335,6 +352,11 @@ def _shell_argv(command: str, sandbox: Sandbox | None, shell: str) -> list[str]:
 def _extra_env(sandbox: Sandbox | None) -> dict[str, str]:
     """Quiet pagers and prompts; sandboxed, the session's private TMPDIR."""
     return {**QUIET_ENV, **sandbox.env()} if sandbox else QUIET_ENV
+
+
+def _ended(proc: Process | ConfinedProcess) -> bool:
+    """The shell exited (a zygote that died under it: as good as, its status is lost)."""
+    return proc.returncode is not None or (isinstance(proc, ConfinedProcess) and proc.lost)
 
 
 def _split_returncode(returncode: int | None) -> tuple[int | None, str | None]:
