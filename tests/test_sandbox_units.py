@@ -4,15 +4,22 @@ test_sandbox_e2e.py."""
 
 from __future__ import annotations
 
+import errno
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
+import anyio
+import anyio.to_thread
 import pytest
 
 from agent.permissions.policy import Decision, PermissionMemory, decide
-from agent.sandbox import Sandbox, blocked_hint, landlock
+from agent.sandbox import Sandbox, blocked_hint, landlock, zygote
+from agent.sandbox.zygote import ZygoteError
 from agent.tools.base import ToolContext
 from agent.tools.files import WriteFile
 from agent.tools.shell import Bash
@@ -109,3 +116,129 @@ def test_the_session_is_told_once_when_the_network_is_not_confined(
     notice = sandbox.notice()
     assert notice is not None and "network" in notice
     assert sandbox.notice() is None
+
+
+# ---------------------------------------------------------------------------------------------
+# The zygote (agent.sandbox.zygote): what the end-to-end tests cannot reach easily
+
+
+def _run(command: str, sandbox: Sandbox, cwd: Path) -> Any:
+    """Start `bash -c command` through the session's zygote; (process, output, exit code)."""
+
+    async def run() -> tuple[Any, bytes, int | None]:
+        env = {**os.environ, **sandbox.env()}
+        process = await sandbox.spawn(["/bin/bash", "-c", command], env, cwd)
+        output = b""
+        try:
+            while True:
+                output += await process.receive()
+        except anyio.EndOfStream:
+            pass
+        code = await process.wait()
+        await process.aclose()
+        return process, output, code
+
+    return run
+
+
+confining = pytest.mark.skipif(landlock.abi_version() < 1, reason="no Landlock in this kernel")
+
+
+def _zygote_pid(sandbox: Sandbox) -> int:
+    assert sandbox._zygote is not None and sandbox._zygote._process is not None
+    return sandbox._zygote._process.pid
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state in (b"Z", b"X")
+
+
+def _wait_until(predicate: Any, what: str) -> None:
+    deadline = time.monotonic() + 30
+    while not predicate():
+        assert time.monotonic() < deadline, f"{what}: not within 30 s"
+        time.sleep(0.02)
+
+
+@confining
+def test_the_zygote_reports_a_command_it_cannot_start_and_serves_on(tmp_path: Path) -> None:
+    sandbox = Sandbox(roots=lambda: [tmp_path], active=lambda: True)
+
+    async def main() -> None:
+        await _run("true", sandbox, tmp_path)()
+        first = _zygote_pid(sandbox)
+        with pytest.raises(ZygoteError) as failed:
+            await _run("true", sandbox, tmp_path / "missing")()
+        assert failed.value.errno == errno.ENOENT
+        _, output, code = await _run("echo fine", sandbox, tmp_path)()
+        assert (output, code, _zygote_pid(sandbox)) == (b"fine\n", 0, first)
+
+    try:
+        anyio.run(main)
+    finally:
+        sandbox.close()
+
+
+@confining
+def test_a_stopped_zygote_is_replaced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A command may SIGSTOP its zygote (same Landlock domain): the next command must not hang
+    on it forever, and the one after runs on a new zygote."""
+    sandbox = Sandbox(roots=lambda: [tmp_path], active=lambda: True)
+
+    async def main() -> None:
+        await _run("true", sandbox, tmp_path)()
+        stopped = _zygote_pid(sandbox)
+        os.kill(stopped, signal.SIGSTOP)  # as `kill -STOP $PPID` in a command would
+        monkeypatch.setattr(zygote, "REPLY_TIMEOUT", 0.5)  # it cannot answer at all
+        with pytest.raises(ZygoteError, match="did not answer"):
+            await _run("true", sandbox, tmp_path)()
+        monkeypatch.setattr(zygote, "REPLY_TIMEOUT", 30.0)
+        _, output, code = await _run("echo again", sandbox, tmp_path)()
+        assert (output, code) == (b"again\n", 0)
+        assert _zygote_pid(sandbox) != stopped
+        assert _gone(stopped)
+
+    try:
+        anyio.run(main)
+    finally:
+        sandbox.close()
+
+
+@confining
+def test_new_rules_get_a_new_zygote_and_the_old_one_ends_after_its_commands(
+    tmp_path: Path,
+) -> None:
+    first, second = tmp_path / "one", tmp_path / "two"
+    first.mkdir()
+    second.mkdir()
+    roots = [first]
+    sandbox = Sandbox(roots=lambda: list(roots), active=lambda: True)
+    waiting = "touch started; while [ ! -e go ]; do sleep 0.02; done; echo went"
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tasks:
+            results: list[Any] = []
+
+            async def slow() -> None:
+                results.append(await _run(waiting, sandbox, first)())
+
+            tasks.start_soon(slow)
+            while not (first / "started").exists():  # running, on the first zygote
+                await anyio.sleep(0.02)
+            old = _zygote_pid(sandbox)
+            roots.append(second)  # an additional directory: new rules
+            _, output, code = await _run("echo x > two.txt && touch ../one/go", sandbox, second)()
+            assert (output, code) == (b"", 0) and (second / "two.txt").exists()
+            assert _zygote_pid(sandbox) != old
+        ((_, output, code),) = results
+        assert (output, code) == (b"went\n", 0)  # the retired zygote still told its status
+        await anyio.to_thread.run_sync(_wait_until, lambda: _gone(old), "the old zygote to exit")
+
+    try:
+        anyio.run(main)
+    finally:
+        sandbox.close()

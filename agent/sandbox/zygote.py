@@ -70,6 +70,7 @@ class Zygote:
         try:
             async with self._lock:
                 await self._hand_over([stdin, into, theirs.fileno()])
+                used = self._process
         except BaseException:
             ours.close()
             os.close(output)
@@ -81,8 +82,14 @@ class Zygote:
         process = ConfinedProcess(ours, output)
         try:
             await process.start(LENGTH.pack(len(payload)) + payload)
-        except BaseException:
+        except BaseException as exc:
             await process.aclose()
+            if isinstance(exc, ZygoteError) and exc.errno is None:
+                # Dead, or stopped (a command may signal it: same Landlock domain): the next
+                # command gets a new one.
+                async with self._lock:
+                    if self._process is used:  # not one started since
+                        await self._discard()
             raise
         return process
 
