@@ -59,8 +59,15 @@ def zygote_cpu_ms(sandbox: Sandbox) -> float:
 
 
 async def plain_round(argv: list[str], env: dict[str, str], cwd: str) -> None:
-    proc = await open_process(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd,
-                              env=env, stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    proc = await open_process(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        cwd=cwd,
+        env=env,
+        start_new_session=True,
+    )
     assert proc.stdout is not None
     async for _ in proc.stdout:
         pass
