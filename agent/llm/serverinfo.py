@@ -142,11 +142,11 @@ async def _get(settings: Settings, path: str) -> Any:
 
 
 def _httpx() -> Any:
-    try:
-        import httpx2 as httpx  # the transport of openai 3.x
-    except ImportError:  # pragma: no cover - older openai releases use httpx
-        import httpx  # type: ignore[no-redef]
-    return httpx
+    """openai's transport (pyproject: openai>=3.57, httpx2), imported with the client, not
+    before: nothing here is on the session/new path."""
+    import httpx2
+
+    return httpx2
 
 
 def _positive(value: Any) -> bool:
