@@ -245,8 +245,12 @@ class Server:
             # Imported only now, after the warm-up (Session.model_ready) has imported it:
             # importing it earlier would stop the event loop, and a cancel, for as long.
             from agent.turn import run_turn
+            from agent.turn.errors import TurnFailed
 
-            return await run_turn(session, scope, read_blocks())
+            try:
+                return await run_turn(session, scope, read_blocks())
+            except TurnFailed as exc:  # the one place a turn's failure becomes an answer
+                raise RpcError(INTERNAL_ERROR, str(exc)) from exc
 
         stop_reason = await session.run_turn(turn)
         return {"stopReason": stop_reason}

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from agent.acp.protocol import ContentItem, PlanUpdate, ToolCallProgress, ToolCallStart
 from agent.llm import RawToolCall
 from agent.tools.base import PlanChanged, Preview, Progress, Safety, Tool, ToolError, ToolResult
+from agent.turn.errors import Refused
 from agent.turn.permission import permit
 from agent.turn.updates import Updates
 
@@ -110,13 +111,17 @@ class ToolCalls:
             return self.fail(
                 call_id, f"Invalid arguments for {call.name}: {_readable(exc)}", raw_args
             )
-        return await self.run_tool(call_id, tool, args, raw_args)
+        try:
+            return await self.run_tool(call_id, tool, args, raw_args)
+        except Refused as exc:  # the call is failed already; the model reads why
+            return str(exc)
 
     async def run_tool(
         self, call_id: str, tool: Tool[Any], args: Any, raw_args: dict[str, Any]
     ) -> str:
         """Run an announced call of `tool` with parsed `args`: preview, permission, execute,
-        result. Returns what the model reads."""
+        result. Returns what the model reads; raises Refused (agent.turn.errors), the call
+        failed, when it may not run."""
         session = self.session
         preview = await self._describe(tool, args)
         self.updates.emit(
@@ -130,9 +135,11 @@ class ToolCalls:
         )
         if session.mode == "auto" and tool.sandboxed(args) and (notice := session.sandbox.notice()):
             self.updates.say(notice)  # once: no sandbox here, or one without network rules
-        problem = await permit(session, self.scope, call_id, tool, args, preview, raw_args)
-        if problem:
-            return self.fail(call_id, problem)
+        try:
+            await permit(session, self.scope, call_id, tool, args, preview, raw_args)
+        except Refused as exc:
+            self.fail(call_id, str(exc))
+            raise
         self.updates.emit(ToolCallProgress(tool_call_id=call_id, status="in_progress"))
         session.undo.ran(tool, args)  # notes commands, whose changes /undo cannot take back
         result = await self._execute(call_id, tool, args, preview)

@@ -23,32 +23,18 @@ from agent.acp.protocol import (
     TextContent,
     UserMessageChunk,
 )
-from agent.acp.wire import INTERNAL_ERROR, RpcError
 from agent.commands.run import run_command
 from agent.context.prompt import system_prompt, user_message
 from agent.store.replay import user_link_update
 from agent.turn.calls import ToolCalls
+from agent.turn.errors import ConfigBroken, NotConfigured
 from agent.turn.model import Model
 from agent.turn.updates import Updates
 
 if TYPE_CHECKING:
     from agent.session import Session
 
-NOT_CONFIGURED = (
-    "Heron has no model configured. Run `heron setup` in a terminal: it asks for the endpoint "
-    "(OpenAI, Ollama, vLLM, LM Studio, OpenRouter, llama.cpp), the key and the model, and saves "
-    "them in ~/.config/heron/config.toml. Or set OPENAI_API_KEY (and HERON_MODEL) for OpenAI, "
-    "or OPENAI_BASE_URL for another OpenAI-compatible server, in the `env` of Heron's entry in "
-    "your editor's agent settings or as --base-url/--model flags."
-)
 CANCELLED = "Cancelled by the user."
-
-
-def broken_config(problem: str) -> str:
-    return (
-        f"Heron cannot use its settings: {problem}. Fix it (or run `heron setup`) and "
-        "send the prompt again."
-    )
 
 
 class Turn:
@@ -67,11 +53,12 @@ class Turn:
         return await self.converse(blocks)
 
     def check_configured(self) -> None:
+        """Raise ConfigBroken or NotConfigured (agent.turn.errors) unless a model can be asked."""
         settings = self.session.settings
         if settings.problem:
-            raise RpcError(INTERNAL_ERROR, broken_config(settings.problem))
+            raise ConfigBroken(settings.problem)
         if not settings.llm_configured:
-            raise RpcError(INTERNAL_ERROR, NOT_CONFIGURED)
+            raise NotConfigured()
 
     async def converse(self, blocks: list[PromptBlock], record: bool = True) -> StopReason:
         """The model ↔ tools loop on `blocks`; `record=False` when the transcript already

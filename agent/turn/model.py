@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from agent.acp.protocol import AgentMessageChunk, AgentThoughtChunk, TextContent
-from agent.acp.wire import INTERNAL_ERROR, RpcError
 from agent.context.compaction import compact, needs_compaction
 from agent.context.prompt import without_audio
 from agent.context.usage import context_size, estimate_tokens, overflowed
@@ -48,6 +47,7 @@ from agent.textcalls import (
     uses_text,
 )
 from agent.turn.calls import ToolCalls
+from agent.turn.errors import ModelFailure
 from agent.turn.updates import Updates
 
 if TYPE_CHECKING:
@@ -103,7 +103,7 @@ class Model:
         await self.compact_history(force=False)
         try:
             return await self._ask_once()
-        except RpcError as exc:
+        except ModelFailure as exc:
             cause = exc.__cause__
             if isinstance(cause, ToolsRefused) and self.use_text(Switch.REFUSED):
                 return await self._ask_once()
@@ -197,7 +197,7 @@ class Model:
                     await session.connection.drain()  # back-pressure from a slow editor
         except LLMError as exc:
             if text or not self._drop_refused_audio(exc):
-                raise RpcError(INTERNAL_ERROR, str(exc)) from exc
+                raise ModelFailure(str(exc)) from exc
             # Told as the answer, and the prompt ends normally: the session goes on in text
             # (and a client that only checks the prompt succeeds is not told it failed).
             notice = AUDIO_REFUSED.format(error=exc)

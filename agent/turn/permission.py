@@ -13,13 +13,12 @@ from agent.acp.protocol import RequestPermissionParams, RequestPermissionResult,
 from agent.acp.wire import ConnectionClosed, RpcError
 from agent.permissions.policy import Decision, decide, options_for, real_paths
 from agent.tools.base import Preview, Tool
+from agent.turn.errors import Refused, RejectedByUser
 
 if TYPE_CHECKING:
     from agent.session import Session
 
 log = logging.getLogger("heron.turn")
-
-REJECTED = "Rejected by the user: the call was not run. Do not retry it; ask or take another way."
 
 
 async def permit(
@@ -30,35 +29,35 @@ async def permit(
     args: Any,
     preview: Preview,
     raw_args: dict[str, Any],
-) -> str | None:
-    """None when the call may run now; else why not (what the model is told).
+) -> None:
+    """Return when the call may run now; else raise Refused saying why (what the model is
+    told), RejectedByUser when the user said no.
 
     A question the editor cancels (the user pressed Stop) cancels `scope`, the turn's.
     """
     ctx = session.tool_context
     verdict = decide(session.mode, tool, args, ctx, session.permissions, session.roots)
     if verdict.decision is Decision.REFUSE:
-        return verdict.reason
+        raise Refused(verdict.reason)
     if verdict.decision is Decision.ALLOW:
-        return None
+        return
     before = real_paths(tool, args, ctx)
     if not await ask(session, scope, call_id, tool, verdict.keys, preview, raw_args):
-        return REJECTED
+        raise RejectedByUser()
     # The question may have been open for minutes: the mode, the remembered answers or
     # where a path leads (a symlink swapped in) may have changed. Decide again, now.
     after = real_paths(tool, args, ctx)
     if after != before:
         changed = zip(after, before, strict=False)
         moved = ", ".join(f"{now} (was {then})" for now, then in changed if now != then)
-        return (
+        raise Refused(
             f"Not run: while permission was asked, the target changed; it now leads to "
             f"{moved or ', '.join(after)}. Nothing was written. Look at it again before "
             "retrying."
         )
     again = decide(session.mode, tool, args, ctx, session.permissions, session.roots)
     if again.decision is Decision.REFUSE:
-        return again.reason
-    return None
+        raise Refused(again.reason)
 
 
 async def ask(
