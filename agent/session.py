@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from agent.options.state import Choices
+from agent.store.transcript import Transcript
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -40,8 +41,6 @@ if TYPE_CHECKING:
     from agent.undo.journal import UndoJournal
 
 log = logging.getLogger("heron.session")
-
-_MERGED_CHUNKS = ("agent_message_chunk", "agent_thought_chunk", "user_message_chunk")
 
 
 class Session:
@@ -76,18 +75,13 @@ class Session:
         # The day the session began, in its system prompt: it does not change from turn to
         # turn, so each request starts with the previous one (a server's prompt cache).
         self.started_on = datetime.date.today().isoformat()
-        self._transcript: list[dict[str, Any]] = []
-        # While chunks merge into the last transcript entry, its text in pieces (joined when
-        # the transcript is read): appending to one string would copy it at every delta.
-        self._text_parts: list[str] | None = None
+        self.transcript = Transcript()
         self._tool_specs: list[dict[str, Any]] | None = None
         self._prompts: set[anyio.CancelScope] = set()  # the running prompt and those queued
         self._turn_lock = anyio.Lock()
         self.model_ready: anyio.Event | None = None  # set once the model client is imported
         self._call_ids: set[str] = set()
         self._call_counter = itertools.count(1)
-        # toolCallId → index in `transcript` of its latest progress snapshot
-        self._snapshots: dict[Any, int] = {}
         self.mcp: McpManager | None = None
         self._mcp_version = 0
         if mcp_servers:
@@ -96,26 +90,9 @@ class Session:
         self.title: str | None = None
         self.saver: Saver | None = None  # set by the server: saves each step (agent.store)
         self.commands: CommandSet | None = None  # its slash commands (agent.commands.catalog)
-        # After a session/load or resume answer: what Heron sends by itself waits here
-        # (the latest of each kind) for the next request about the session (see `notify`).
+        # What Heron sends by itself while the client may not expect it (around the answer
+        # that opens the session), the latest of each kind: see `notify`.
         self._held: dict[str, dict[str, Any]] | None = None
-
-    @property
-    def transcript(self) -> list[dict[str, Any]]:
-        """The editor's view: the updates sent, consecutive chunks merged (see `record`)."""
-        self._join_text()
-        return self._transcript
-
-    @transcript.setter
-    def transcript(self, updates: list[dict[str, Any]]) -> None:
-        self._transcript = updates
-        self._text_parts = None
-
-    def _join_text(self) -> None:
-        if self._text_parts is not None:
-            last = self._transcript[-1]
-            last["content"] = {**last["content"], "text": "".join(self._text_parts)}
-            self._text_parts = None
 
     # -- made on first use (see the module's docstring) --------------------------------------
 
@@ -243,30 +220,44 @@ class Session:
 
     # -- what the client is told about the session -------------------------------------------
 
-    def notify(self, update: dict[str, Any]) -> None:
+    def notify(self, update: dict[str, Any], record: bool = False) -> None:
         """The one way a `session/update` about this session leaves Heron.
 
-        - Nothing once the session is closed or deleted: a command list, a model list or a
-          title that comes late is dropped.
-        - After a `session/load` or `session/resume` answer (`hold_updates`), what Heron sends
-          by itself (command list, options, usage, title) waits for the next request about the
-          session: the client learned the session's state before that answer, and after it
-          only what a new prompt causes arrives. Only the latest of each kind is kept.
+        - `record`: the update is part of the conversation (what a turn shows), kept in the
+          transcript for `session/load`, even when it cannot be sent any more.
+        - Nothing is sent once the session is closed or deleted: a command list, a model list
+          or a title that comes late is dropped.
+        - What Heron sends by itself is held (the latest of each kind) while the `session/new`
+          answer is prepared (`hold_until_answered`: Zed drops updates for a session it does
+          not know yet), and after a `session/load` or `session/resume` answer until the next
+          request about the session (`hold_updates`: the client learned the session's state
+          before that answer, and after it only what a new prompt causes arrives).
+        - A turn's updates stop when the turn has ended (`agent.turn.updates.Updates.closed`):
+          none follows the prompt's answer.
         """
+        if record:
+            self.transcript.record(update)
         if self.closed:
             return
-        if self._held is not None:
-            self._held.pop(update["sessionUpdate"], None)  # the latest goes last
-            self._held[update["sessionUpdate"]] = update
+        if self._held is not None and not record:
+            kind = update["sessionUpdate"]
+            self._held.pop(kind, None)  # the latest goes last
+            self._held[kind] = update
             return
         self.connection.notify("session/update", {"sessionId": self.id, "update": update})
+
+    def hold_until_answered(self) -> None:
+        """Called as `session/new` is answered: see `notify`."""
+        self._held = {}
+        self.connection.after_answer(self.release_updates)
 
     def hold_updates(self) -> None:
         """Called as a load or resume is answered: see `notify`."""
         self._held = {}
 
     def release_updates(self) -> None:
-        """A request about the session (a prompt, a pick): what was held goes out first."""
+        """The answer is out, or a request about the session (a prompt, a pick) came: what was
+        held goes out first."""
         held, self._held = self._held, None
         for update in (held or {}).values():
             self.notify(update)
@@ -323,39 +314,3 @@ class Session:
             call_id = f"{model_id or 'call'}_{next(self._call_counter)}"
         self._call_ids.add(call_id)
         return call_id
-
-    def record(self, update: dict[str, Any]) -> None:
-        """Keep a sent update for replay, merging consecutive chunks of one kind.
-
-        A running call's progress snapshots (a `tool_call_update` without a status) patch the
-        call's previous snapshot instead of piling up: a noisy command sends ten a second for
-        as long as it runs, and replay needs only the last one.
-        """
-        kind = update.get("sessionUpdate")
-        transcript = self._transcript
-        last = transcript[-1] if transcript else None
-        if (
-            kind in _MERGED_CHUNKS
-            and last is not None
-            and last.get("sessionUpdate") == kind
-            and last["content"].get("type") == "text" == update["content"].get("type")
-        ):
-            if self._text_parts is None:
-                self._text_parts = [last["content"]["text"]]
-            self._text_parts.append(update["content"]["text"])
-            return
-        self._join_text()
-        if kind == "tool_call_update" and "status" not in update:
-            call_id = update.get("toolCallId")
-            index = self._snapshots.get(call_id)
-            if index is not None and index < len(transcript):
-                previous = transcript[index]
-                if previous.get("toolCallId") == call_id and "status" not in previous:
-                    # Fields patch the call (ACP), so merging keeps what replay shows.
-                    transcript[index] = {**previous, **update}
-                    return
-            self._snapshots[call_id] = len(transcript)
-        elif kind in ("tool_call", "tool_call_update"):
-            # A status change ends the snapshot run: later progress goes after it.
-            self._snapshots.pop(update.get("toolCallId"), None)
-        transcript.append(update)

@@ -127,12 +127,13 @@ def test_updates_emit_spells_text_chunks_out_exactly_as_the_model_dump():
 
     sent: list[dict[str, Any]] = []
     recorded: list[dict[str, Any]] = []
-    # What Session.notify puts on the wire for this session.
-    session = SimpleNamespace(
-        id="s1",
-        notify=lambda update: sent.append({"sessionId": "s1", "update": update}),
-        record=recorded.append,
-    )
+
+    def notify(update: dict[str, Any], record: bool = False) -> None:
+        sent.append({"sessionId": "s1", "update": update})
+        if record:
+            recorded.append(update)
+
+    session = SimpleNamespace(id="s1", notify=notify)
     emitter = Updates(session)  # type: ignore[arg-type]
     updates = [
         AgentMessageChunk(content=TextContent(text="a\n")),

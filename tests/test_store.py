@@ -15,6 +15,7 @@ from agent.store.failures import describe
 from agent.store.replay import INTERRUPTED, replay_updates
 from agent.store.saver import Saver, answer_dangling_calls, make_title, storable
 from agent.store.store import Store
+from agent.store.transcript import Transcript
 
 
 def row(session_id: str, updated: str = "2025-01-01T00:00:00.000000Z") -> db.SessionRow:
@@ -242,11 +243,11 @@ class FakeSession:
         self.settings = type("S", (), {"model": "m"})()
         self.choices = type("C", (), {"saved": staticmethod(dict)})()
         self.history: list[dict[str, object]] = []
-        self.transcript: list[dict[str, object]] = []
+        self.transcript = Transcript()
 
     def turn(self, words: str) -> None:
         self.history += [{"role": "user", "content": words}, {"role": "assistant", "content": "ok"}]
-        self.transcript.append({"sessionUpdate": "user_message_chunk", "text": words})
+        self.transcript.entries.append({"sessionUpdate": "user_message_chunk", "text": words})
 
 
 def test_two_savers_of_one_session_append_after_each_other_even_through_a_compaction(
@@ -266,7 +267,7 @@ def test_two_savers_of_one_session_append_after_each_other_even_through_a_compac
         saver_a.checkpoint(a)
         await flush()
         stored = await there.read(lambda conn: db.load_session(conn, "s"))
-        b.history, b.transcript = list(stored.history), list(stored.transcript)
+        b.history, b.transcript = list(stored.history), Transcript(list(stored.transcript))
         restore_saver(saver_b, stored)
         b.turn("b1")
         saver_b.checkpoint(b)

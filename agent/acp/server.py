@@ -194,7 +194,9 @@ class Server:
         self.store.attach(session, new=True)  # stored once the answer is out
         announce_after_answer(session)  # the slash commands
         log.info("session %s in %s", session_id, cwd)
-        return {"sessionId": session_id, **opened(session)}
+        answer = {"sessionId": session_id, **opened(session)}
+        session.hold_until_answered()  # updates about it follow the answer (Session.notify)
+        return answer
 
     def _open_session(
         self, session_id: str, cwd: Path, mcp_servers: list[dict[str, Any]]

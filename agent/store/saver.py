@@ -140,7 +140,7 @@ class Saver:
 
     def checkpoint(self, session: Session) -> str | None:
         """Queue the writes for what changed; a notice to show once if they cannot be saved."""
-        if session.title is None and (title := first_request_text(session.transcript)):
+        if session.title is None and (title := first_request_text(session.transcript.entries)):
             session.title = make_title(title)  # titled even when it cannot be saved
             self._announce_title(session)
         if self.store.failure is not None:
@@ -187,7 +187,7 @@ class Saver:
         messages = [_dump(m) for m in history[start:]]
         # The last entry written is written again (chunks keep merging into it).
         first_update = 0 if full else max(self.transcript_saved - 1, 0)
-        updates = [_dump(u) for u in session.transcript[first_update:]]
+        updates = [_dump(u) for u in session.transcript.entries[first_update:]]
         # Unchanged, it is not written again after another process's turns.
         rewritten_unchanged = (
             not full
@@ -241,7 +241,7 @@ class Saver:
         self.history_saved = len(history)
         self.last_saved_message = history[-1] if history else None
         self.first_saved_message = history[0] if history else None
-        self.transcript_saved = len(session.transcript)
+        self.transcript_saved = len(session.transcript.entries)
         self.last_update_text = updates[-1] if updates else self.last_update_text
 
     def _announce_title(self, session: Session) -> None:
@@ -272,7 +272,7 @@ def _session_row(session: Session, created_at: str) -> Any:
 def restore(session: Session, stored: StoredSession, saver: Saver) -> None:
     """Put a stored conversation back into a fresh session."""
     session.history = answer_dangling_calls(stored.history)
-    session.transcript = stored.transcript
+    session.transcript.replace(stored.transcript)
     session.title = stored.row.title
     session.undo.restore(stored.undo)
     if stored.row.mode:

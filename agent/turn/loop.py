@@ -93,9 +93,11 @@ class Turn:
         """The user's prompt in the transcript, so `session/load` replays it."""
         for block in blocks:
             if isinstance(block, TextBlockIn):
-                self.session.record(UserMessageChunk(content=TextContent(text=block.text)).dump())
+                self.session.transcript.record(
+                    UserMessageChunk(content=TextContent(text=block.text)).dump()
+                )
             elif isinstance(block, ResourceLinkIn):
-                self.session.record(
+                self.session.transcript.record(
                     user_link_update(block.uri, block.name, block.title, block.mime_type)
                 )
 

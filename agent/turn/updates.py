@@ -1,4 +1,5 @@
-"""The one place a turn's `session/update` notifications leave from.
+"""What a turn shows the editor: its `session/update`s, through the session's one way out
+(`Session.notify`).
 
 Every update goes to the editor and into the session's transcript (for `session/load`); after
 `closed` is set nothing more goes out, so no update of a turn follows its answer.
@@ -11,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 from agent.acp.protocol import (
     AgentMessageChunk,
     AgentThoughtChunk,
-    SessionNotification,
     SessionUpdate,
     TextContent,
 )
@@ -32,14 +32,10 @@ class Updates:
         if type(update) in (AgentMessageChunk, AgentThoughtChunk):
             # Streamed text, one per delta: its dump spelled out, without pydantic's walk.
             content = {"type": "text", "text": update.content.text}  # type: ignore[union-attr]
-            message = {
-                "sessionId": self.session.id,
-                "update": {"sessionUpdate": update.session_update, "content": content},
-            }
+            dumped = {"sessionUpdate": update.session_update, "content": content}
         else:
-            message = SessionNotification(session_id=self.session.id, update=update).dump()
-        self.session.notify(message["update"])
-        self.session.record(message["update"])
+            dumped = update.dump()
+        self.session.notify(dumped, record=True)
 
     def say(self, text: str) -> None:
         """A line of agent text (notices, summaries) as the model's own answer would appear."""
