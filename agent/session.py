@@ -88,6 +88,7 @@ class Session:
             self.start_mcp(mcp_servers)
         self.additional_directories: list[Path] = []
         self.title: str | None = None
+        self.told: set[str] = set()  # notices shown once per session (agent.turn.model)
         self.saver: Saver | None = None  # set by the server: saves each step (agent.store)
         self.commands: CommandSet | None = None  # its slash commands (agent.commands.catalog)
         # What Heron sends by itself while the client may not expect it (around the answer

@@ -114,7 +114,6 @@ def test_a_session_id_that_needs_escaping_is_escaped_once():
 
 
 def test_updates_emit_spells_text_chunks_out_exactly_as_the_model_dump():
-    from types import SimpleNamespace
 
     from agent.acp.protocol import (
         AgentMessageChunk,
@@ -133,8 +132,13 @@ def test_updates_emit_spells_text_chunks_out_exactly_as_the_model_dump():
         if record:
             recorded.append(update)
 
-    session = SimpleNamespace(id="s1", notify=notify)
-    emitter = Updates(session)  # type: ignore[arg-type]
+    async def window() -> int:
+        return 1000
+
+    async def drain() -> None:
+        pass
+
+    emitter = Updates(notify, lambda: None, window, drain, list)
     updates = [
         AgentMessageChunk(content=TextContent(text="a\n")),
         AgentThoughtChunk(content=TextContent(text="b")),

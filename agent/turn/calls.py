@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 from contextlib import aclosing
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -18,7 +19,7 @@ from agent.acp.protocol import ContentItem, PlanUpdate, ToolCallProgress, ToolCa
 from agent.llm import RawToolCall
 from agent.tools.base import PlanChanged, Preview, Progress, Safety, Tool, ToolError, ToolResult
 from agent.turn.errors import Refused
-from agent.turn.permission import permit
+from agent.turn.permission import Gate, permit
 from agent.turn.updates import Updates
 
 if TYPE_CHECKING:
@@ -34,6 +35,13 @@ class ToolCalls:
         self.scope = scope  # the turn's: a permission question the editor cancels ends it
         self.open: set[str] = set()  # announced, not yet completed or failed
         self.results: dict[str, str] = {}  # call id → what the model reads of its result
+
+    @cached_property
+    def gate(self) -> Gate:
+        """What the permission checks read (made at the first call: the tools' context is
+        made on first use)."""
+        session = self.session
+        return Gate(lambda: session.mode, session.permissions, session.roots, session.tool_context)
 
     def announce(self, model_call_id: str, name: str, tool: Tool[Any] | None = None) -> str:
         """Show a call as soon as the model names it (or Heron's own `tool`, e.g. /undo's);
@@ -136,7 +144,7 @@ class ToolCalls:
         if session.mode == "auto" and tool.sandboxed(args) and (notice := session.sandbox.notice()):
             self.updates.say(notice)  # once: no sandbox here, or one without network rules
         try:
-            await permit(session, self.scope, call_id, tool, args, preview, raw_args)
+            await permit(self.gate, self.scope, call_id, tool, args, preview, raw_args)
         except Refused as exc:
             self.fail(call_id, str(exc))
             raise
@@ -167,7 +175,7 @@ class ToolCalls:
                                 locations=event.locations,
                             )
                         )
-                    await self.session.connection.drain()  # back-pressure from a slow editor
+                    await self.updates.drain()  # back-pressure from a slow editor
         except ToolError as exc:
             return ToolResult.failure(str(exc))
         except Exception as exc:

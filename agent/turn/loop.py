@@ -11,6 +11,7 @@ fails the tool calls still open and silences the updates. One model request is
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
 
 import anyio
@@ -28,7 +29,7 @@ from agent.context.prompt import system_prompt, user_message
 from agent.store.replay import user_link_update
 from agent.turn.calls import ToolCalls
 from agent.turn.errors import ConfigBroken, NotConfigured
-from agent.turn.model import Model
+from agent.turn.model import Model, context_window
 from agent.turn.updates import Updates
 
 if TYPE_CHECKING:
@@ -41,7 +42,13 @@ class Turn:
     def __init__(self, session: Session, scope: anyio.CancelScope) -> None:
         self.session = session
         self.scope = scope
-        self.updates = Updates(session)
+        self.updates = Updates(
+            notify=session.notify,
+            save=session.save,
+            window=partial(context_window, session),
+            drain=session.connection.drain,
+            tool_specs=session.tool_specs,
+        )
         self.calls = ToolCalls(session, self.updates, scope)
         self.model = Model(session, self.updates, self.calls)
         session.undo.start_turn()  # file changes from here on belong to this turn (/undo)
