@@ -31,6 +31,7 @@ from agent.acp.params import (
 from agent.acp.params import parse as _parse
 from agent.acp.wire import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, Connection, RpcError
 from agent.commands import announce_after_answer
+from agent.errors import TurnFailed
 from agent.options.apply import opened
 from agent.options.methods import OptionMethods
 from agent.session import Session
@@ -247,7 +248,6 @@ class Server:
             # Imported only now, after the warm-up (Session.model_ready) has imported it:
             # importing it earlier would stop the event loop, and a cancel, for as long.
             from agent.turn import run_turn
-            from agent.turn.errors import TurnFailed
 
             try:
                 return await run_turn(session, scope, read_blocks())

@@ -16,9 +16,9 @@ import anyio
 from pydantic import ValidationError
 
 from agent.acp.protocol import ContentItem, PlanUpdate, ToolCallProgress, ToolCallStart
+from agent.errors import Refused
 from agent.llm import RawToolCall
 from agent.tools.base import PlanChanged, Preview, Progress, Safety, Tool, ToolError, ToolResult
-from agent.turn.errors import Refused
 from agent.turn.permission import Gate, permit
 from agent.turn.updates import Updates
 
@@ -128,7 +128,7 @@ class ToolCalls:
         self, call_id: str, tool: Tool[Any], args: Any, raw_args: dict[str, Any]
     ) -> str:
         """Run an announced call of `tool` with parsed `args`: preview, permission, execute,
-        result. Returns what the model reads; raises Refused (agent.turn.errors), the call
+        result. Returns what the model reads; raises Refused (agent.errors), the call
         failed, when it may not run."""
         session = self.session
         preview = await self._describe(tool, args)

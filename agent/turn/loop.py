@@ -26,9 +26,9 @@ from agent.acp.protocol import (
 )
 from agent.commands.run import run_command
 from agent.context.prompt import system_prompt, user_message
+from agent.errors import ConfigBroken, NotConfigured
 from agent.store.replay import user_link_update
 from agent.turn.calls import ToolCalls
-from agent.turn.errors import ConfigBroken, NotConfigured
 from agent.turn.model import Model, context_window
 from agent.turn.updates import Updates
 
@@ -60,7 +60,7 @@ class Turn:
         return await self.converse(blocks)
 
     def check_configured(self) -> None:
-        """Raise ConfigBroken or NotConfigured (agent.turn.errors) unless a model can be asked."""
+        """Raise ConfigBroken or NotConfigured (agent.errors) unless a model can be asked."""
         settings = self.session.settings
         if settings.problem:
             raise ConfigBroken(settings.problem)

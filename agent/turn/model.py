@@ -20,6 +20,7 @@ from agent.acp.protocol import AgentMessageChunk, AgentThoughtChunk, TextContent
 from agent.context.compaction import compact, needs_compaction
 from agent.context.prompt import without_audio
 from agent.context.usage import context_size, estimate_tokens, overflowed
+from agent.errors import ModelFailure
 from agent.llm import (
     ContextTooLong,
     Finished,
@@ -46,7 +47,6 @@ from agent.textcalls import (
     uses_text,
 )
 from agent.turn.calls import ToolCalls
-from agent.turn.errors import ModelFailure
 from agent.turn.updates import Updates
 
 if TYPE_CHECKING:

@@ -14,9 +14,9 @@ from pydantic import ValidationError
 
 from agent.acp.protocol import RequestPermissionParams, RequestPermissionResult, ToolCallFields
 from agent.acp.wire import ConnectionClosed, RpcError
+from agent.errors import Refused, RejectedByUser
 from agent.permissions.policy import Decision, PermissionMemory, decide, options_for, real_paths
 from agent.tools.base import Preview, Tool, ToolContext
-from agent.turn.errors import Refused, RejectedByUser
 
 log = logging.getLogger("heron.turn")
 

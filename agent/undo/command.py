@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agent.turn.errors import Refused, RejectedByUser
+from agent.errors import Refused, RejectedByUser
 from agent.undo.revert import Outcome
 from agent.undo.tool import UndoArgs, UndoTool
 
