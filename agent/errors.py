@@ -4,8 +4,12 @@ The turn raises them where the problem is found and never builds a JSON-RPC erro
 what ends the prompt (`TurnFailed`) is answered as an error by the one place that runs a
 prompt (`agent.acp.server`, `Server.prompt`); what ends only a tool call (`Refused`) is caught
 by the tool calls (`agent.turn.calls`), which tell the model and mark the call `failed`.
-A cancelled turn is anyio's cancel scope, not an exception of this family: `Session.run_turn`
-answers `cancelled` for it.
+`/undo` (agent.undo.command) tells a rejection apart by its type (`RejectedByUser`). A cancelled
+turn is anyio's cancel scope, not an exception of this family: `Session.run_turn` answers
+`cancelled` for it.
+
+The family imports nothing: the turn raises it, and the commands below the turn (which run
+tool calls and check the configuration through it) catch or pass it on.
 """
 
 from __future__ import annotations
