@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from pydantic import BaseModel
 
 from agent.acp.protocol import ContentItem, PlanEntry, ToolCallContent, ToolCallLocation, ToolKind
-from agent.tools.seen import SeenFiles
+from agent.files.seen import SeenFiles
 
 if TYPE_CHECKING:
+    from agent.files.backend import Files
     from agent.sandbox import Sandbox
-    from agent.tools.files_backend import Files
 
 
 _schemas: dict[type[BaseModel], dict[str, Any]] = {}  # Tool.input_schema's, by argument model

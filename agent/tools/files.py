@@ -19,11 +19,11 @@ import anyio
 from pydantic import BaseModel, Field
 
 from agent.acp.protocol import ContentItem, DiffItem, ToolCallLocation
+from agent.files.backend import Current
+from agent.files.disk import NotAFile, NotText, WriteFailed
+from agent.files.paths import display_path, printable
+from agent.files.seen import lines_of
 from agent.tools.base import OneShotTool, Preview, Safety, ToolContext, ToolError, ToolResult
-from agent.tools.files_backend import Current
-from agent.tools.files_io import NotAFile, NotText, WriteFailed
-from agent.tools.paths import display_path, printable
-from agent.tools.seen import lines_of
 
 MAX_READ_LINES = 2000
 MAX_READ_BYTES = 256 * 1024

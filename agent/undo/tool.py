@@ -11,8 +11,8 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from agent.acp.protocol import ContentItem, ToolCallContent, ToolCallLocation
+from agent.files.paths import printable
 from agent.tools.base import Preview, Safety, Tool, ToolContext, ToolEvent, ToolResult
-from agent.tools.paths import printable
 from agent.undo.journal import TurnChanges
 from agent.undo.revert import Outcome, Real, Simulated, revert
 

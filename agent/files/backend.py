@@ -6,7 +6,7 @@ go through `fs/read_text_file` (unsaved changes included) and writes through
 for too: an editor buffer never saved is the user's text (the editor's "not found" means new).
 A client that offers only one of the two gets the local disk for both: reading the buffer but
 writing the disk (or the reverse) would drop either the unsaved lines or the lines only on
-disk. The disk side lives in `files_io` (strict UTF-8, FIFOs refused, writes that keep links,
+disk. The disk side lives in `disk` (strict UTF-8, FIFOs refused, writes that keep links,
 owner, mode and xattrs).
 """
 
@@ -19,10 +19,10 @@ from typing import Any
 
 import anyio
 
-from agent.tools import files_io
+from agent.files import disk
+from agent.files.disk import Lines, NotText, WriteFailed
+from agent.files.seen import lines_of
 from agent.tools.base import ClientRequest
-from agent.tools.files_io import Lines, NotText, WriteFailed
-from agent.tools.seen import lines_of
 
 RESOURCE_NOT_FOUND = -32002
 
@@ -57,7 +57,7 @@ class Files:
         on_disk = await anyio.to_thread.run_sync(_local_kind, path)
         if not self.via_editor:
             return await anyio.to_thread.run_sync(
-                files_io.read_lines, path, first, limit, max_bytes, max_line_bytes
+                disk.read_lines, path, first, limit, max_bytes, max_line_bytes
             )
         if on_disk and await anyio.to_thread.run_sync(_binary, path):
             raise NotText(binary=True)
@@ -75,7 +75,7 @@ class Files:
         encoding = None
         if on_disk and "\ufffd" in text:
             # The editor may have decoded a non-UTF-8 file with replacement characters.
-            problem = await anyio.to_thread.run_sync(files_io.text_problem, path)
+            problem = await anyio.to_thread.run_sync(disk.text_problem, path)
             encoding = problem.encoding if problem else None
         total = first - 1 + len(out) if not more else None
         return Lines(out, more, total, encoding, cut=False)
@@ -95,14 +95,14 @@ class Files:
             if not on_disk:
                 return Current(None)
             try:
-                text, st = await anyio.to_thread.run_sync(files_io.read_text, path)
+                text, st = await anyio.to_thread.run_sync(disk.read_text, path)
             except FileNotFoundError:
                 return Current(None)
             return Current(text, st)
         # Asked even when nothing is on disk: an unsaved buffer (a new file never saved, or
         # one deleted on disk that the editor kept open) is the user's text all the same.
         if on_disk:
-            problem = await anyio.to_thread.run_sync(files_io.text_problem, path)
+            problem = await anyio.to_thread.run_sync(disk.text_problem, path)
             if problem:
                 raise problem
         try:
@@ -144,20 +144,20 @@ class Files:
             except RpcError as exc:
                 raise WriteFailed(f"The editor did not write {path}: {exc.reason}") from exc
             return None
-        return await anyio.to_thread.run_sync(files_io.write_text, path, text)
+        return await anyio.to_thread.run_sync(disk.write_text, path, text)
 
 
 def _local_kind(path: Path) -> bool:
     """Whether the path exists on the local disk as a file (symlinks followed); NotAFile for a
     FIFO, device or socket, IsADirectoryError for a folder; refused before any open."""
     try:
-        files_io.check_regular(path)
+        disk.check_regular(path)
     except FileNotFoundError:
         return False
     return True
 
 
 def _binary(path: Path) -> bool:
-    fd = files_io.open_regular(path)
+    fd = disk.open_regular(path)
     with open(fd, "rb", closefd=True) as f:
-        return b"\0" in f.read(files_io.SNIFF_BYTES)
+        return b"\0" in f.read(disk.SNIFF_BYTES)
