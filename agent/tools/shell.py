@@ -36,7 +36,6 @@ from agent.acp.protocol import (
     TerminalOutputResult,
     TerminalParams,
 )
-from agent.permissions.commands import command_keys
 from agent.processes.env import command_env, withheld
 from agent.processes.tree import CommandTree, forget, open_process
 from agent.sandbox import Sandbox, blocked_hint
@@ -50,6 +49,7 @@ from agent.tools.base import (
     ToolEvent,
     ToolResult,
 )
+from agent.tools.command_keys import command_keys
 
 log = logging.getLogger(__name__)
 
