@@ -13,18 +13,21 @@ owner, mode and xattrs).
 from __future__ import annotations
 
 import os
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 
+from agent.acp.wire import RpcError
 from agent.files import disk
 from agent.files.disk import Lines, NotText, WriteFailed
 from agent.files.seen import lines_of
-from agent.tools.base import ClientRequest
 
 RESOURCE_NOT_FOUND = -32002
+
+ClientRequest = Callable[[str, dict[str, Any]], Awaitable[Any]]  # ask the client, await it
 
 
 @dataclass
@@ -116,8 +119,6 @@ class Files:
         return Current(text)
 
     async def _editor_read(self, path: Path, extra: dict[str, Any]) -> str:
-        from agent.acp.wire import RpcError
-
         params = {"sessionId": self._session_id, "path": str(path), **extra}
         try:
             result: Any = await self._request("fs/read_text_file", params)

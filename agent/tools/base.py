@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import enum
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from pydantic import BaseModel
 
 from agent.acp.protocol import ContentItem, PlanEntry, ToolCallContent, ToolCallLocation, ToolKind
+from agent.files.backend import ClientRequest, Files
 from agent.files.seen import SeenFiles
 
 if TYPE_CHECKING:
-    from agent.files.backend import Files
     from agent.sandbox import Sandbox
 
 
@@ -87,8 +87,6 @@ class ToolResult:
 
 
 ToolEvent = Progress | PlanChanged | ToolResult
-
-ClientRequest = Callable[[str, dict[str, Any]], Awaitable[Any]]
 
 
 class FileChanges:
