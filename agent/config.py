@@ -9,10 +9,7 @@ import contextlib
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from agent.options.providers import Provider
+from typing import Any
 
 MODES = ("read-only", "ask", "auto", "accept-edits", "full-access")
 # How the model calls tools: the API's `tools` parameter, `<tool_call>` blocks in its text
@@ -66,7 +63,7 @@ class Settings:
     pass_env: tuple[str, ...] = ()
     tool_calls: str = "auto"  # one of TOOL_CALL_MODES
     config_file: str | None = None  # the file the settings were read from, if any
-    # More endpoints for the model picker: `[providers.NAME]` tables (agent.options.providers).
+    # More endpoints for the model picker: `[providers.NAME]` tables (parse_providers).
     providers: dict[str, Provider] = field(default_factory=dict)
     # Why the configured settings could not be used. The agent still answers the editor (so it
     # can show the reason) and explains this at the first prompt instead of dying unheard.
@@ -130,8 +127,6 @@ def _build(values: dict[str, Any]) -> Settings:
     settings = Settings()
     for name, value in values.items():
         if name == "providers":
-            from agent.options.providers import parse_providers
-
             settings.providers = parse_providers(value)
             continue
         if name == "pass_env":
@@ -283,3 +278,62 @@ def _replace_file(path: Path, data: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+# -- [providers.NAME] ----------------------------------------------------------------------------
+# More endpoints the model picker offers:
+#
+#   [providers.ollama]
+#   base_url = "http://localhost:11434/v1"
+#   models = ["qwen2.5-coder:14b", "llama3.1:8b"]   # optional: else asked from GET /models
+#
+#   [providers.openrouter]
+#   base_url = "https://openrouter.ai/api/v1"
+#   api_key_env = "OPENROUTER_API_KEY"              # or api_key = "sk-..."
+
+_PROVIDER_KEYS = {"base_url", "api_key", "api_key_env", "models"}
+
+
+@dataclass(frozen=True)
+class Provider:
+    name: str
+    base_url: str
+    api_key: str | None = None
+    models: tuple[str, ...] = ()  # empty: the endpoint's GET /models says
+
+
+def parse_providers(value: Any) -> dict[str, Provider]:
+    """The `providers` table → providers by name; ConfigError says what is wrong and where."""
+    if not isinstance(value, dict):
+        raise ConfigError("providers must be a table: [providers.NAME] with base_url = ...")
+    providers: dict[str, Provider] = {}
+    for name, table in value.items():
+        where = f"[providers.{name}]"
+        if not name.strip() or "/" in name:
+            raise ConfigError(f"{where}: a provider name must be non-empty and without '/'")
+        if not isinstance(table, dict):
+            raise ConfigError(f"{where} must be a table with base_url (and api_key or models)")
+        unknown = sorted(set(table) - _PROVIDER_KEYS)
+        if unknown:
+            known = ", ".join(sorted(_PROVIDER_KEYS))
+            raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {known}")
+        base_url = table.get("base_url")
+        if not isinstance(base_url, str):
+            raise ConfigError(f'{where} needs base_url = "http(s)://..."')
+        check_base_url(base_url)
+        api_key = table.get("api_key")
+        if api_key is not None and not isinstance(api_key, str):
+            raise ConfigError(f"{where}: api_key must be a string")
+        env = table.get("api_key_env")
+        if env is not None:
+            if not isinstance(env, str) or not env:
+                raise ConfigError(f"{where}: api_key_env must name an environment variable")
+            # An unset variable is not an error: a local server needs no key.
+            api_key = api_key or os.environ.get(env) or None
+        models = table.get("models", [])
+        if not isinstance(models, list) or not all(isinstance(m, str) and m for m in models):
+            raise ConfigError(f"{where}: models must be a list of model names")
+        providers[name] = Provider(
+            name, base_url.rstrip("/"), api_key, tuple(dict.fromkeys(models))
+        )
+    return providers

@@ -8,10 +8,9 @@ from typing import Any
 
 import pytest
 
-from agent.config import ConfigError, Settings
+from agent.config import ConfigError, Provider, Settings, parse_providers
 from agent.options import catalog, discovery
 from agent.options.discovery import Endpoint
-from agent.options.providers import Provider, parse_providers
 from agent.options.state import Choices
 
 
