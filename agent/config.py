@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,42 @@ ENV_VARS = {
     "HERON_PASS_ENV": "pass_env",
     "HERON_TOOL_CALLS": "tool_calls",
 }
+
+
+# Settings a command-line flag sets (`--base-url` → base_url), for `heron` and `heron exec` (which
+# hands the ones it takes to the agent it starts): argparse keywords, without importing argparse.
+FLAGS: dict[str, dict[str, Any]] = {
+    "model": {"help": "model name, e.g. gpt-4.1 or qwen2.5-coder:7b"},
+    "base_url": {"help": "OpenAI-compatible endpoint URL"},
+    "mode": {"choices": MODES, "help": "permission mode (default: ask)"},
+    "max_turn_requests": {
+        "type": int,
+        "help": "model requests allowed per prompt turn (default: 50)",
+    },
+    "max_tokens": {"type": int, "help": "output tokens per model answer (default: the server's)"},
+    "config": {"help": "TOML config file (default: ~/.config/heron/config.toml)"},
+    "log_level": {"choices": ["debug", "info", "warning", "error"], "help": "stderr log level"},
+    "log_file": {"help": "also write logs to this file"},
+    "data_dir": {
+        "help": "where sessions are stored (default: $XDG_DATA_HOME/heron, ~/.local/share/heron)"
+    },
+    "context_window": {
+        "type": int,
+        "help": "the model's context window in tokens (default: asked from the server)",
+    },
+    "tool_calls": {
+        "choices": TOOL_CALL_MODES,
+        "help": "how the model calls tools: native (the API's tools parameter), text "
+        "(<tool_call> blocks in its answer) or auto (native, text when the server cannot; "
+        "the default)",
+    },
+}
+
+
+def add_flags(parser: Any, names: Iterable[str] = FLAGS) -> None:
+    """Add the flags `names` (setting names, see FLAGS) to an argparse parser."""
+    for name in names:
+        parser.add_argument(f"--{name.replace('_', '-')}", dest=name, **FLAGS[name])
 
 
 class ConfigError(Exception):
