@@ -17,6 +17,7 @@ MODES = ("read-only", "ask", "auto", "accept-edits", "full-access")
 # (agent.textcalls), or native until the server shows it cannot take tools.
 TOOL_CALL_MODES = ("auto", "native", "text")
 DEFAULT_MODEL = "gpt-4.1"
+MAX_TOOL_OUTPUT_CHARS = 30_000  # what the model reads of one tool result, unless set
 
 # Environment variable → setting name.
 ENV_VARS = {
@@ -85,7 +86,7 @@ class Settings:
     max_turn_requests: int = 50
     request_timeout: float = 120.0  # seconds without a byte from the model before giving up
     max_retries: int = 3  # transient model errors (429, 5xx, resets) are retried this often
-    max_tool_output_chars: int = 30_000  # what the model reads of one tool result
+    max_tool_output_chars: int = MAX_TOOL_OUTPUT_CHARS
     # Output tokens per model answer; sent only when set. A local model that never stops
     # would otherwise hold the turn until its context is full.
     max_tokens: int | None = None

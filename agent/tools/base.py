@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import enum
+import os
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from pydantic import BaseModel
 
 from agent.acp.protocol import ContentItem, PlanEntry, ToolCallContent, ToolCallLocation, ToolKind
+from agent.config import MAX_TOOL_OUTPUT_CHARS
 from agent.files.backend import ClientRequest, Files
 from agent.files.seen import SeenFiles
 
@@ -129,13 +131,13 @@ class ToolContext:
         p = Path(path).expanduser()
         if not p.is_absolute():
             p = self.cwd / p
-        return Path(_normpath(str(p)))
+        return Path(os.path.normpath(p))
 
-
-def _normpath(path: str) -> str:
-    import os.path
-
-    return os.path.normpath(path)
+    @property
+    def output_chars(self) -> int:
+        """What the model reads of one tool result: a tool that cuts its own output (keeping
+        what matters, such as a command's last lines) fits it in this."""
+        return getattr(self.settings, "max_tool_output_chars", None) or MAX_TOOL_OUTPUT_CHARS
 
 
 class ToolError(Exception):

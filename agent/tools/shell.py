@@ -60,7 +60,6 @@ POLL_INTERVAL = 0.1  # how often a quiet command is checked on
 ORPHAN_GRACE = 1.0  # after the shell exits, how long background children may hold the output
 CLIENT_OUTPUT_LIMIT = 1024 * 1024  # outputByteLimit asked of the editor's terminal
 CLIENT_CLEANUP_TIMEOUT = 5.0  # an editor that does not answer kill/release must not hang us
-DEFAULT_MODEL_CHARS = 30_000  # the model's share when settings say nothing
 
 # Pagers and prompts would wait forever on a terminal nobody types into.
 QUIET_ENV = {"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"}
@@ -408,8 +407,7 @@ def _decode(data: bytes) -> str:
 
 def _model_budget(ctx: ToolContext) -> tuple[int, int]:
     """Head and tail sizes that fit what the loop lets the model read, so the tail survives."""
-    chars = getattr(ctx.settings, "max_tool_output_chars", None) or DEFAULT_MODEL_CHARS
-    budget = max(1000, chars - 200)  # room for the status line and the omission note
+    budget = max(1000, ctx.output_chars - 200)  # room for the status line and the omission note
     return min(HEAD_BYTES, budget // 3), min(TAIL_BYTES, budget - budget // 3)
 
 

@@ -79,7 +79,7 @@ class Fetch(Tool[FetchArgs]):
             yield ToolResult.failure(problem)
             return
         page = await _download(url)
-        limit = min(MAX_CHARS, getattr(ctx.settings, "max_tool_output_chars", None) or MAX_CHARS)
+        limit = min(MAX_CHARS, ctx.output_chars)
         yield page.result(requested=url, limit=max(1000, limit - 300))
 
 
