@@ -37,9 +37,6 @@ def location(path: Path, line: int | None = None) -> ToolCallLocation:
     return ToolCallLocation(path=printable(str(path)), line=line)
 
 
-split_lines = lines_of
-
-
 def numbered(lines: list[str], first: int) -> list[str]:
     """`cat -n` style lines; long lines cut."""
     out = []
@@ -65,7 +62,7 @@ def first_changed_line(old: str, new: str) -> int:
 
 
 def count_lines(text: str) -> int:
-    return len(split_lines(text)) if text else 0
+    return len(lines_of(text)) if text else 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -413,7 +410,7 @@ class EditFile(OneShotTool[EditFileArgs]):
         new, count = apply_edit(old, args, shown)
         await _write(ctx, path, new, old)
         line, last = changed_lines(old or "", new)
-        lines = split_lines(new)
+        lines = lines_of(new)
         first_shown = max(1, line - SNIPPET_CONTEXT)
         last_shown = min(len(lines), last + SNIPPET_CONTEXT, first_shown + 40)
         snippet = "\n".join(numbered(lines[first_shown - 1 : last_shown], first_shown))
@@ -480,7 +477,7 @@ def _not_found(text: str, find: str, shown: str) -> str:
         "see its current text."
     )
     first = next((line.strip() for line in find.split("\n") if line.strip()), "")
-    for n, line in enumerate(split_lines(text), 1):
+    for n, line in enumerate(lines_of(text), 1):
         if first and first in line:
             return f"{reason} (Its first line appears at line {n}; the difference is after it.)"
     return reason
@@ -504,7 +501,9 @@ class DeletePathArgs(BaseModel):
 
 class DeletePath(OneShotTool[DeletePathArgs]):
     name = "delete_path"
-    description = "Delete a file, or a folder with everything in it. This cannot be undone."
+    description = (
+        "Delete a file, or a folder with everything in it (the user can take it back with /undo)."
+    )
     kind = "delete"
     Args = DeletePathArgs
     default_safety = Safety.DESTRUCTIVE
