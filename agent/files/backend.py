@@ -68,7 +68,8 @@ class Files:
         text = await self._editor_read(path, {"line": first, "limit": limit + 1})
         lines = lines_of(text)
         more = len(lines) > limit
-        out, size = [], 0
+        out: list[str] = []
+        size = 0
         for line in lines[:limit]:
             size += len(line.encode("utf-8", "surrogatepass")) + 1
             if size > max_bytes and out:

@@ -61,7 +61,8 @@ def _class(glob: str, i: int) -> tuple[str, int] | None:
 
 def _braces(glob: str, i: int) -> tuple[list[str], int] | None:
     """The alternatives of the `{a,b}` group starting at glob[i], and the index after it."""
-    depth, start, parts = 0, i + 1, []
+    depth, start = 0, i + 1
+    parts: list[str] = []
     j = i
     while j < len(glob):
         c = glob[j]

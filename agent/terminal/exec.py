@@ -280,8 +280,9 @@ class Exec:
 
     def open_session(self) -> None:
         if self.resumed is None:
-            params = {"cwd": str(self.cwd), "mcpServers": [], **self.run_meta()}
-            session = self.request("session/new", params)
+            session = self.request(
+                "session/new", {"cwd": str(self.cwd), "mcpServers": [], **self.run_meta()}
+            )
             self.session_id = session["sessionId"]
             self.trace.info(f"session {self.session_id}")
             return

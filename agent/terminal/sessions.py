@@ -147,10 +147,11 @@ def main(argv: list[str]) -> int:
 def print_table(rows: list[SessionRow]) -> None:
     if not rows:
         return
-    table = [("ID", "UPDATED", "TITLE", "CWD")] + [
-        (row.id, local_time(row.updated_at), row.title or "(untitled)", row.cwd) for row in rows
+    table = [
+        tuple(printable(cell) for cell in line)
+        for line in [("ID", "UPDATED", "TITLE", "CWD")]
+        + [(row.id, local_time(row.updated_at), row.title or "(untitled)", row.cwd) for row in rows]
     ]
-    table = [tuple(printable(cell) for cell in line) for line in table]
     widths = [max(len(line[i]) for line in table) for i in range(3)]
     for line in table:
         cells = [cell.ljust(width) for cell, width in zip(line, widths, strict=False)]

@@ -17,7 +17,7 @@ import copy
 import enum
 import os
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
@@ -203,7 +203,9 @@ class Tool(ABC, Generic[ArgsT]):
         """Title, locations and preview content. Cheap, and never raises."""
 
     @abstractmethod
-    def execute(self, args: ArgsT, ctx: ToolContext, preview: Preview) -> AsyncIterator[ToolEvent]:
+    def execute(
+        self, args: ArgsT, ctx: ToolContext, preview: Preview
+    ) -> AsyncGenerator[ToolEvent, None]:
         """Run the call: yield Progress/PlanChanged, then exactly one ToolResult.
 
         Raising ToolError (or any exception) is also allowed: the loop turns it into a failed
@@ -217,7 +219,7 @@ class OneShotTool(Tool[ArgsT]):
 
     async def execute(
         self, args: ArgsT, ctx: ToolContext, preview: Preview
-    ) -> AsyncIterator[ToolEvent]:
+    ) -> AsyncGenerator[ToolEvent, None]:
         try:
             result = await self.run(args, ctx, preview)
         except ToolError as exc:

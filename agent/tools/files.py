@@ -459,7 +459,8 @@ def apply_edit(old: str | None, args: EditFileArgs, shown: str) -> tuple[str, in
     if count == 0:
         raise ToolError(_not_found(old, args.old_string, shown))
     if count > 1 and not args.replace_all:
-        lines, at = [], old.find(find)
+        lines: list[str] = []
+        at = old.find(find)
         while at >= 0 and len(lines) < 10:
             lines.append(str(old.count("\n", 0, at) + 1))
             at = old.find(find, at + len(find))

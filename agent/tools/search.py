@@ -448,7 +448,7 @@ async def _grep_rg(rg: str, root: Path, args: GrepArgs, hits: Hits) -> bool:
     argv += ["-e", args.pattern, "--", target]
     # rg's --glob lets an included file through even when .gitignore ignores it; put the
     # .gitignore back in charge.
-    recheck = tree is not None and bool(args.glob) and not args.glob.startswith("!")
+    recheck = tree is not None and args.glob is not None and not args.glob.startswith("!")
     current: list[Line] = []
     found: list[tuple[str, list[Line]]] = []
     matches = 0

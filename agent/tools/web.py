@@ -13,7 +13,7 @@ from __future__ import annotations
 import codecs
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -72,7 +72,7 @@ class Fetch(Tool[FetchArgs]):
 
     async def execute(
         self, args: FetchArgs, ctx: ToolContext, preview: Preview
-    ) -> AsyncIterator[ToolEvent]:
+    ) -> AsyncGenerator[ToolEvent, None]:
         url = args.url.strip()
         problem = _url_problem(url)
         if problem:

@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from pydantic import ValidationError
 
-from agent.acp.protocol import ContentItem, PlanUpdate, ToolCallProgress, ToolCallStart
+from agent.acp.protocol import (
+    ContentItem,
+    PlanUpdate,
+    ToolCallContent,
+    ToolCallProgress,
+    ToolCallStart,
+)
 from agent.context.history import answer_dangling_calls
 from agent.llm import RawToolCall
 from agent.tools.base import PlanChanged, Preview, Progress, Safety, Tool, ToolError, ToolResult
@@ -181,7 +187,9 @@ class ToolCalls:
         return reason
 
     def finish(self, call_id: str, result: ToolResult, raw_input: Any = None) -> None:
-        content = result.content if result.content is not None else [ContentItem.of(result.output)]
+        content: list[ToolCallContent] = (
+            result.content if result.content is not None else [ContentItem.of(result.output)]
+        )
         self.updates.emit(
             ToolCallProgress(
                 tool_call_id=call_id,

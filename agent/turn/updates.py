@@ -32,7 +32,7 @@ class Updates:
         if type(update) in (AgentMessageChunk, AgentThoughtChunk):
             # Streamed text, one per delta: its dump spelled out, without pydantic's walk.
             content = {"type": "text", "text": update.content.text}  # type: ignore[union-attr]
-            message = {
+            message: dict[str, Any] = {
                 "sessionId": self.session.id,
                 "update": {"sessionUpdate": update.session_update, "content": content},
             }
