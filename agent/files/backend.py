@@ -138,8 +138,6 @@ class Files:
         """Replace the file's text; the new disk stat when written locally. WriteFailed (the
         file untouched) when the disk refuses."""
         if self.via_editor:
-            from agent.acp.wire import RpcError
-
             params = {"sessionId": self._session_id, "path": str(path), "content": text}
             try:
                 await self._request("fs/write_text_file", params)
