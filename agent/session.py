@@ -32,12 +32,12 @@ if TYPE_CHECKING:
     from agent.acp.wire import Connection
     from agent.commands.catalog import CommandSet
     from agent.config import Settings
+    from agent.files.backend import Files
     from agent.mcp.manager import McpManager
     from agent.permissions import PermissionMemory
     from agent.sandbox import Sandbox
     from agent.store.saver import Saver
     from agent.tools.base import Tool, ToolContext
-    from agent.tools.files_backend import Files
     from agent.undo.journal import UndoJournal
 
 log = logging.getLogger("heron.session")
@@ -118,7 +118,7 @@ class Session:
 
     @cached_property
     def files(self) -> Files:
-        from agent.tools.files_backend import Files
+        from agent.files.backend import Files
 
         fs = self.client_capabilities.fs
         request = self.connection.request

@@ -10,10 +10,11 @@ from pathlib import Path
 import anyio
 import pytest
 
+from agent.context.history import answer_dangling_calls
 from agent.store import db
 from agent.store.failures import describe
 from agent.store.replay import INTERRUPTED, replay_updates
-from agent.store.saver import Saver, answer_dangling_calls, make_title, storable
+from agent.store.saver import Saver, make_title, storable
 from agent.store.store import Store
 from agent.store.transcript import Transcript
 
@@ -226,9 +227,35 @@ def test_a_history_cut_mid_turn_gets_answers_for_its_open_calls():
         {"role": "assistant", "content": None, "tool_calls": [call, other]},
         {"role": "tool", "tool_call_id": "c2", "content": "done"},
     ]
-    fixed = answer_dangling_calls(history)
-    assert [m.get("tool_call_id") for m in fixed] == [None, None, "c1", "c2"]
-    assert answer_dangling_calls(fixed) is fixed  # nothing left to answer
+    fixed = answer_dangling_calls(history, lambda call_id: f"lost {call_id}")
+    # The missing answer goes after the ones given: a history saved step by step only grows.
+    assert [m.get("tool_call_id") for m in fixed] == [None, None, "c2", "c1"]
+    assert fixed[-1]["content"] == "lost c1"
+    assert answer_dangling_calls(fixed, str) is fixed  # nothing left to answer
+
+
+def test_only_the_calls_without_an_answer_get_one_in_each_assistant_message():
+    def call(i: str) -> dict:
+        return {"id": i, "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+
+    history = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": [call("a"), call("b")]},
+        {"role": "tool", "tool_call_id": "b", "content": "done"},
+        {"role": "user", "content": "again"},
+        {"role": "assistant", "content": None, "tool_calls": [call("c")]},
+    ]
+    fixed = answer_dangling_calls(history, lambda call_id: "cut")
+    assert [(m["role"], m.get("tool_call_id")) for m in fixed] == [
+        ("user", None),
+        ("assistant", None),
+        ("tool", "b"),
+        ("tool", "a"),
+        ("user", None),
+        ("assistant", None),
+        ("tool", "c"),
+    ]
+    assert history[-1]["role"] == "assistant"  # the given list is left as it was
 
 
 class FakeSession:

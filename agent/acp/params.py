@@ -108,7 +108,7 @@ def read_prompt_blocks(params: dict[str, Any]) -> list[Any]:
     """The content blocks of `session/prompt` params (pydantic models, see `protocol`)."""
     from agent.acp import protocol
 
-    return parse(protocol.PromptParams, params).prompt  # type: ignore[no-any-return]
+    return parse(protocol.PromptParams, params).prompt
 
 
 def parse(model: type[BaseModel], params: dict[str, Any]) -> Any:

@@ -43,8 +43,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("heron.server")
 
-ModelT = Any
-
 
 AUTH_REQUIRED = -32000
 NEEDS_SETUP = (

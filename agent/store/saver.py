@@ -15,6 +15,8 @@ import logging
 import re
 from typing import TYPE_CHECKING, Any
 
+from agent.context.history import answer_dangling_calls
+from agent.store.replay import INTERRUPTED
 from agent.store.titles import first_request_text, make_title
 
 if TYPE_CHECKING:
@@ -271,7 +273,8 @@ def _session_row(session: Session, created_at: str) -> Any:
 
 def restore(session: Session, stored: StoredSession, saver: Saver) -> None:
     """Put a stored conversation back into a fresh session."""
-    session.history = answer_dangling_calls(stored.history)
+    # A history cut mid-turn (a killed process) may have calls without results.
+    session.history = answer_dangling_calls(stored.history, lambda _call_id: INTERRUPTED)
     session.transcript.replace(stored.transcript)
     session.title = stored.row.title
     session.undo.restore(stored.undo)
@@ -286,32 +289,3 @@ def restore(session: Session, stored: StoredSession, saver: Saver) -> None:
     saver.first_saved_message = stored.history[0] if stored.history else None
     if session.history is not stored.history:
         saver.history_saved = 0  # the answers were added: save it whole at the next step
-
-
-def answer_dangling_calls(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A history cut mid-turn (a killed process) may have tool calls without results; every
-    call needs one or the next request is invalid."""
-    answered = {m.get("tool_call_id") for m in history if m.get("role") == "tool"}
-    missing = [
-        call["id"]
-        for m in history
-        if m.get("role") == "assistant"
-        for call in m.get("tool_calls") or ()
-        if call.get("id") not in answered
-    ]
-    if not missing:
-        return history
-    fixed: list[dict[str, Any]] = []
-    for message in history:
-        fixed.append(message)
-        ids = [c.get("id") for c in message.get("tool_calls") or ()]
-        for call_id in ids:
-            if call_id in missing:
-                fixed.append(
-                    {
-                        "role": "tool",
-                        "tool_call_id": call_id,
-                        "content": "Interrupted: Heron stopped before this call finished.",
-                    }
-                )
-    return fixed

@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from pydantic import ValidationError
 
-from agent.acp.protocol import ContentItem, PlanUpdate, ToolCallProgress, ToolCallStart
+from agent.acp.protocol import (
+    ContentItem,
+    PlanUpdate,
+    ToolCallContent,
+    ToolCallProgress,
+    ToolCallStart,
+)
+from agent.context.history import answer_dangling_calls
 from agent.errors import Refused
 from agent.llm import RawToolCall
 from agent.tools.base import PlanChanged, Preview, Progress, Safety, Tool, ToolError, ToolResult
@@ -195,7 +202,9 @@ class ToolCalls:
         return reason
 
     def finish(self, call_id: str, result: ToolResult, raw_input: Any = None) -> None:
-        content = result.content if result.content is not None else [ContentItem.of(result.output)]
+        content: list[ToolCallContent] = (
+            result.content if result.content is not None else [ContentItem.of(result.output)]
+        )
         self.updates.emit(
             ToolCallProgress(
                 tool_call_id=call_id,
@@ -215,21 +224,9 @@ class ToolCalls:
             self.finish(call_id, ToolResult.failure(reason))
         # Every tool call in the history needs a tool message, or the next request is invalid.
         history = self.session.history
-        for index in range(len(history) - 1, -1, -1):
-            message = history[index]
-            if message["role"] == "assistant" and message.get("tool_calls"):
-                answered = {
-                    m.get("tool_call_id") for m in history[index + 1 :] if m["role"] == "tool"
-                }
-                for call in message["tool_calls"]:
-                    if call["id"] not in answered:
-                        content = self.results.get(call["id"], reason)
-                        history.append(
-                            {"role": "tool", "tool_call_id": call["id"], "content": content}
-                        )
-                return
-            if message["role"] == "user":
-                return
+        history[:] = answer_dangling_calls(
+            history, lambda call_id: self.results.get(call_id, reason)
+        )
 
 
 def truncate_middle(text: str, limit: int) -> str:

@@ -204,8 +204,8 @@ class Model:
             if finished is None and text:  # cut off: keep what the user already saw
                 session.history.append({"role": "assistant", "content": "".join(text)})
         assert finished is not None
-        if notice := thought_notice(session.settings, session.told):
-            self.updates.say(notice)
+        if refused_level := thought_notice(session.settings, session.told):
+            self.updates.say(refused_level)
         calls = [(ids[c.index], c) for c in finished.tool_calls if c.index in ids]
         if tools and any(is_text_call(c) for _, c in calls):
             self.use_text(Switch.WRITTEN)  # `tools` was sent, yet the model wrote its calls
