@@ -121,7 +121,7 @@ def serve_stdio(load: Callable[[], Settings], reload: Callable[[], Settings] | N
     settings = load()
     if warm is not None:
         warm.join()
-    from agent.acp.server import run_server
+    from agent.app.server import run_server
     from agent.processes.shutdown import run_then_exit
 
     # Never returns: leaves without finalizing, as the stdin reader thread may still be
@@ -146,7 +146,7 @@ def _readable(stdin: Any) -> bool:
 
 
 def _import_server() -> None:
-    import agent.acp.server  # noqa: F401  (warms the module cache for the main thread)
+    import agent.app.server  # noqa: F401  (warms the module cache for the main thread)
 
 
 def _parse(line: bytes) -> Any:

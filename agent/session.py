@@ -6,7 +6,7 @@ session updates that were sent, consecutive chunks merged).
 
 A session is opened before the first prompt, so what only a turn needs (the tools, the
 permission memory, the file access; pydantic and the ACP models behind them) is made on first
-use: `session/new` is answered without importing any of it (`agent.warmup` imports it in the
+use: `session/new` is answered without importing any of it (`agent.app.warmup` imports it in the
 background meanwhile).
 """
 

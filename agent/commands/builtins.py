@@ -50,7 +50,7 @@ When done, say in a few lines what you wrote or changed."""
 
 async def undo(turn: Turn, call: Invocation) -> StopReason:
     """/undo: revert the newest turn whose file changes are not undone yet (agent.undo)."""
-    from agent.undo.command import run_undo
+    from agent.commands.undo import run_undo
 
     await run_undo(turn)
     return "end_turn"

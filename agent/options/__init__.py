@@ -5,8 +5,8 @@ thought level, as ACP config options (and the legacy modes).
 - `catalog`: the option list and what each value stands for;
 - `discovery`: the models an endpoint offers (GET /models), in the background, cached;
 - `apply`: `choose()`, applying a pick (validate, apply, save, tell the client), and the
-  answers of session/new, load and resume;
-- `methods`: session/set_config_option and session/set_mode;
+  answers of session/new, load and resume (session/set_config_option and session/set_mode
+  are `agent.app.options`);
 - `notice`: telling the user when a server refuses the thought level.
 
 Other code changes an option with `await agent.options.choose(session, option_id, value)`.

@@ -157,7 +157,7 @@ class Tool(ABC, Generic[ArgsT]):
         """JSON Schema of the arguments, as sent to the model.
 
         Generated once per argument model (tens of ms for all tools, which every session's
-        first request would pay again; `agent.warmup` pays it in the background), then copied.
+        first request would pay again; `agent.app.warmup` pays it in the background), then copied.
         """
         schema = _schemas.get(self.Args)
         if schema is None:

@@ -30,12 +30,12 @@ from agent.acp.params import (
 )
 from agent.acp.params import parse as _parse
 from agent.acp.wire import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, Connection, RpcError
+from agent.app.options import OptionMethods
+from agent.app.sessions import SessionStore
 from agent.commands import announce_after_answer
 from agent.errors import TurnFailed
 from agent.options.apply import opened
-from agent.options.methods import OptionMethods
 from agent.session import Session
-from agent.store.methods import SessionStore
 
 if TYPE_CHECKING:
     from agent.acp.protocol import StopReason
@@ -132,7 +132,7 @@ class Server:
             setattr(self.settings, name, value)
 
     def start_warming(self) -> None:
-        """Prepare the first prompt in the background, once (`agent.warmup`: the ACP models,
+        """Prepare the first prompt in the background, once (`agent.app.warmup`: the ACP models,
         the turn and the tools, the model client).
 
         Started by the first session (editors send `session/new` right after `initialize`),
@@ -149,7 +149,7 @@ class Server:
         settings = dataclasses.replace(self.settings)
 
         async def warm() -> None:
-            from agent import warmup
+            from agent.app import warmup
 
             started = anyio.current_time()
             try:

@@ -1,6 +1,6 @@
 """What the first prompt of the process needs, prepared in a worker thread once a session exists.
 
-Nothing of it comes before the `session/new` answer (see `agent.acp.server`): the ACP models
+Nothing of it comes before the `session/new` answer (see `agent.app.server`): the ACP models
 (pydantic), the turn and the tools, the tools' argument schemas, and the model client (`import
 openai` alone takes about half a second). A prompt sent a second after `session/new` then
 starts as fast as any later one; one sent at once waits for this (`Session.model_ready`), in a
