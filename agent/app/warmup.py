@@ -22,7 +22,9 @@ if TYPE_CHECKING:
 SWITCH_INTERVAL = 0.0005
 
 MODULES = (
-    "agent.turn",  # the loop, and what it imports: llm, permissions, compaction, context...
+    # A prompt (a command or a turn), and what it imports: the loop, the commands, llm,
+    # permissions, compaction, context...
+    "agent.app.prompt",
     "agent.store.db",  # sqlite3 (the store itself is opened by the first step, not here)
 )
 

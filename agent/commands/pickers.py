@@ -5,20 +5,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agent.session import Session
+    from agent.options.holder import OptionHolder
 
 
-def _option(session: Session, option_id: str) -> dict[str, Any]:
+def _option(session: OptionHolder, option_id: str) -> dict[str, Any]:
     from agent.options.catalog import config_options
 
     return next(o for o in config_options(session) if o["id"] == option_id)
 
 
-def current(session: Session, option_id: str) -> str:
+def current(session: OptionHolder, option_id: str) -> str:
     return str(_option(session, option_id)["currentValue"])
 
 
-def choices(session: Session, option_id: str) -> list[tuple[str, str]]:
+def choices(session: OptionHolder, option_id: str) -> list[tuple[str, str]]:
     """(value, one-line description) for each choice, groups flattened."""
     found: list[tuple[str, str]] = []
     for entry in _option(session, option_id)["options"]:
@@ -28,7 +28,7 @@ def choices(session: Session, option_id: str) -> list[tuple[str, str]]:
     return found
 
 
-async def apply_choice(session: Session, option_id: str, value: str) -> None:
+async def apply_choice(session: OptionHolder, option_id: str, value: str) -> None:
     """Set the option from the next model request on, as the picker does; ValueError with a
     readable message if the value is unknown."""
     from agent.acp.wire import RpcError

@@ -14,7 +14,7 @@ from agent.undo.revert import Outcome
 from agent.undo.tool import UndoArgs, UndoTool
 
 if TYPE_CHECKING:
-    from agent.turn.loop import Turn
+    from agent.commands.conversation import Conversation
 
 NOTHING = (
     "Nothing to undo: no earlier turn of this conversation changed files with Heron's file "
@@ -22,7 +22,7 @@ NOTHING = (
 )
 
 
-async def run_undo(turn: Turn) -> None:
+async def run_undo(turn: Conversation) -> None:
     session = turn.session
     record, untracked = session.undo.last_to_undo()
     if record is None:

@@ -8,6 +8,8 @@ thought level, as ACP config options (and the legacy modes).
   answers of session/new, load and resume (session/set_config_option and session/set_mode
   are `agent.app.options`);
 - `notice`: telling the user when a server refuses the thought level.
+- `holder`: what these read and set of a session (a Protocol: this package sits below the
+  session and does not import it).
 
 Other code changes an option with `await agent.options.choose(session, option_id, value)`.
 The `[providers.NAME]` tables are read with the settings (agent.config). This file stays

@@ -24,7 +24,6 @@ from agent.acp.protocol import (
     TextContent,
     UserMessageChunk,
 )
-from agent.commands.run import run_command
 from agent.context.prompt import system_prompt, user_message
 from agent.errors import ConfigBroken, NotConfigured
 from agent.store.replay import user_link_update
@@ -52,12 +51,6 @@ class Turn:
         self.calls = ToolCalls(session, self.updates, scope)
         self.model = Model(session, self.updates, self.calls)
         session.undo.start_turn()  # file changes from here on belong to this turn (/undo)
-
-    async def run(self, blocks: list[PromptBlock]) -> StopReason:
-        stop_reason = await run_command(self, blocks)  # a slash command (agent.commands)
-        if stop_reason is not None:
-            return stop_reason
-        return await self.converse(blocks)
 
     def check_configured(self) -> None:
         """Raise ConfigBroken or NotConfigured (agent.errors) unless a model can be asked."""
