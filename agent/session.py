@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from agent.options.state import Choices
+from agent.store.saver import Saver, SessionParts, title_update
+from agent.store.titles import first_request_text, make_title
 from agent.store.transcript import Transcript
 
 if TYPE_CHECKING:
@@ -36,7 +38,6 @@ if TYPE_CHECKING:
     from agent.mcp.manager import McpManager
     from agent.permissions import PermissionMemory
     from agent.sandbox import Sandbox
-    from agent.store.saver import Saver
     from agent.tools.base import Tool, ToolContext
     from agent.undo.journal import UndoJournal
 
@@ -306,7 +307,28 @@ class Session:
     def save(self) -> str | None:
         """A step boundary: save what changed. Returns a notice for the user, once, if the
         conversation cannot be saved."""
-        return self.saver.checkpoint(self) if self.saver is not None else None
+        if self.saver is None:
+            return None
+        if self.title is None and (text := first_request_text(self.transcript.entries)):
+            self.title = make_title(text)  # titled even when it cannot be saved
+            self.notify(title_update(self.title))
+        return self.saver.checkpoint(self.stored_parts())
+
+    def stored_parts(self) -> SessionParts:
+        """What the store saves of this session, as it is now."""
+        journal = self.__dict__.get("undo")  # made on first use: none, nothing to save
+        return SessionParts(
+            id=self.id,
+            cwd=self.cwd,
+            additional_directories=self.additional_directories,
+            title=self.title,
+            mode=self.saved_mode,
+            model=self.settings.model,
+            options=self.choices.saved(),
+            history=self.history,
+            transcript=self.transcript.entries,
+            take_undo=journal.take_unsaved if journal is not None else None,
+        )
 
     def new_call_id(self, model_id: str) -> str:
         """The model's call id, made unique in the session (some servers reuse `call_0`)."""

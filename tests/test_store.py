@@ -14,9 +14,9 @@ from agent.context.history import answer_dangling_calls
 from agent.store import db
 from agent.store.failures import describe
 from agent.store.replay import INTERRUPTED, replay_updates
-from agent.store.saver import Saver, make_title, storable
+from agent.store.saver import Saver, SessionParts, storable
 from agent.store.store import Store
-from agent.store.transcript import Transcript
+from agent.store.titles import make_title
 
 
 def row(session_id: str, updated: str = "2025-01-01T00:00:00.000000Z") -> db.SessionRow:
@@ -259,22 +259,21 @@ def test_only_the_calls_without_an_answer_get_one_in_each_assistant_message():
 
 
 class FakeSession:
-    """What a Saver reads of a session."""
+    """A session as far as its saver sees it."""
 
     def __init__(self, session_id: str) -> None:
         self.id = session_id
-        self.cwd = Path("/w")
-        self.additional_directories: list[Path] = []
-        self.title: str | None = "t"
-        self.mode = self.saved_mode = "ask"
-        self.settings = type("S", (), {"model": "m"})()
-        self.choices = type("C", (), {"saved": staticmethod(dict)})()
         self.history: list[dict[str, object]] = []
-        self.transcript = Transcript()
+        self.transcript: list[dict[str, object]] = []
+
+    def parts(self) -> SessionParts:
+        return SessionParts(
+            self.id, Path("/w"), [], "t", "ask", "m", {}, self.history, self.transcript
+        )
 
     def turn(self, words: str) -> None:
         self.history += [{"role": "user", "content": words}, {"role": "assistant", "content": "ok"}]
-        self.transcript.entries.append({"sessionUpdate": "user_message_chunk", "text": words})
+        self.transcript.append({"sessionUpdate": "user_message_chunk", "text": words})
 
 
 def test_two_savers_of_one_session_append_after_each_other_even_through_a_compaction(
@@ -291,20 +290,20 @@ def test_two_savers_of_one_session_append_after_each_other_even_through_a_compac
 
     async def main() -> db.StoredSession | None:
         a.turn("a1")
-        saver_a.checkpoint(a)
+        saver_a.checkpoint(a.parts())
         await flush()
         stored = await there.read(lambda conn: db.load_session(conn, "s"))
-        b.history, b.transcript = list(stored.history), Transcript(list(stored.transcript))
+        b.history, b.transcript = list(stored.history), list(stored.transcript)
         restore_saver(saver_b, stored)
         b.turn("b1")
-        saver_b.checkpoint(b)
+        saver_b.checkpoint(b.parts())
         await flush()
         a.turn("a2")
-        assert saver_a.checkpoint(a) is None  # the conflict is found by this write...
+        assert saver_a.checkpoint(a.parts()) is None  # the conflict is found by this write...
         await flush()
         a.history = [{"role": "user", "content": "summary"}, *a.history[-2:]]  # compaction
         a.turn("a3")
-        notice = saver_a.checkpoint(a)  # ... and told at the next step
+        notice = saver_a.checkpoint(a.parts())  # ... and told at the next step
         assert notice is not None and "another Heron process" in notice
         await flush()
         return await here.read(lambda conn: db.load_session(conn, "s"))
