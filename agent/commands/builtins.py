@@ -16,6 +16,7 @@ from agent.acp.protocol import StopReason
 from agent.commands import pickers
 from agent.commands.catalog import commands_of, user_folder
 from agent.commands.parse import Invocation, text_block
+from agent.commands.undo import run_undo
 from agent.context.compaction import compact as compact_history
 from agent.context.prompt import system_prompt
 from agent.context.usage import context_size
@@ -50,8 +51,6 @@ When done, say in a few lines what you wrote or changed."""
 
 async def undo(turn: Conversation, call: Invocation) -> StopReason:
     """/undo: revert the newest turn whose file changes are not undone yet (agent.undo)."""
-    from agent.commands.undo import run_undo
-
     await run_undo(turn)
     return "end_turn"
 

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from agent.acp.wire import RpcError
+from agent.options.apply import choose
+from agent.options.catalog import config_options
+
 if TYPE_CHECKING:
     from agent.options.holder import OptionHolder
 
 
 def _option(session: OptionHolder, option_id: str) -> dict[str, Any]:
-    from agent.options.catalog import config_options
-
     return next(o for o in config_options(session) if o["id"] == option_id)
 
 
@@ -31,9 +33,6 @@ def choices(session: OptionHolder, option_id: str) -> list[tuple[str, str]]:
 async def apply_choice(session: OptionHolder, option_id: str, value: str) -> None:
     """Set the option from the next model request on, as the picker does; ValueError with a
     readable message if the value is unknown."""
-    from agent.acp.wire import RpcError
-    from agent.options import choose
-
     try:
         await choose(session, option_id, value)
     except RpcError as exc:
