@@ -26,7 +26,6 @@ from agent.acp.params import (
     read_initialize,
     read_new_session,
     read_prompt_blocks,
-    run_mode,
 )
 from agent.acp.params import parse as _parse
 from agent.acp.wire import (
@@ -38,7 +37,7 @@ from agent.acp.wire import (
     RpcError,
 )
 from agent.app.options import OptionMethods
-from agent.app.sessions import SessionStore
+from agent.app.sessions import SessionStore, run_mode
 from agent.commands import announce_after_answer
 from agent.errors import TurnFailed
 from agent.options.apply import opened

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from agent.acp.params import run_mode
 from agent.acp.wire import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 from agent.commands import announce_now
+from agent.config import MODES
 from agent.context.history import answer_dangling_calls
 from agent.options.apply import opened
 from agent.store.replay import INTERRUPTED, replay_updates
@@ -287,6 +287,18 @@ async def _end(session: Session) -> None:
     its last step."""
     await session.aclose()
     await session.wait_idle()
+
+
+def run_mode(params: dict[str, Any]) -> str | None:
+    """`_meta.heron.mode`: the mode a client wants this run of the session in (`heron exec`:
+    its --mode or --yes), for this process only: the session keeps the mode it is saved with
+    (the one it had before, or the default), so a one-shot `--yes` never lets a later editor
+    reopen it in full access. The client answers every permission question anyway, so this
+    grants it nothing it could not do already."""
+    meta = params.get("_meta")
+    heron = meta.get("heron") if isinstance(meta, dict) else None
+    mode = heron.get("mode") if isinstance(heron, dict) else None
+    return mode if mode in MODES else None
 
 
 def _encode_cursor(updated_at: str, session_id: str) -> str:
