@@ -2,9 +2,9 @@
 
 The turn raises them where the problem is found and never builds a JSON-RPC error itself:
 what ends the prompt (`TurnFailed`) is answered as an error by the one place that runs a
-prompt (`agent.acp.server`, `Server.prompt`); what ends only a tool call (`Refused`) is caught
+prompt (`agent.app.server`, `Server.prompt`); what ends only a tool call (`Refused`) is caught
 by the tool calls (`agent.turn.calls`), which tell the model and mark the call `failed`.
-`/undo` (agent.undo.command) tells a rejection apart by its type (`RejectedByUser`). A cancelled
+`/undo` (agent.commands.undo) tells a rejection apart by its type (`RejectedByUser`). A cancelled
 turn is anyio's cancel scope, not an exception of this family: `Session.run_turn` answers
 `cancelled` for it.
 
