@@ -27,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     import argparse
 
     from agent import __version__
-    from agent.config import MODES, TOOL_CALL_MODES
+    from agent.config import add_flags
 
     parser = argparse.ArgumentParser(
         prog="heron",
@@ -43,48 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(default ~/.config/heron/config.toml).",
     )
     parser.add_argument("--version", action="version", version=f"heron {__version__}")
-    parser.add_argument("--model", help="model name, e.g. gpt-4.1 or qwen2.5-coder:7b")
-    parser.add_argument("--base-url", dest="base_url", help="OpenAI-compatible endpoint URL")
-    parser.add_argument("--mode", choices=MODES, help="permission mode (default: ask)")
-    parser.add_argument(
-        "--max-turn-requests",
-        dest="max_turn_requests",
-        type=int,
-        help="model requests allowed per prompt turn (default: 50)",
-    )
-    parser.add_argument(
-        "--max-tokens",
-        dest="max_tokens",
-        type=int,
-        help="output tokens per model answer (default: the server's)",
-    )
-    parser.add_argument("--config", help="TOML config file (default: ~/.config/heron/config.toml)")
-    parser.add_argument(
-        "--log-level",
-        dest="log_level",
-        choices=["debug", "info", "warning", "error"],
-        help="stderr log level",
-    )
-    parser.add_argument("--log-file", dest="log_file", help="also write logs to this file")
-    parser.add_argument(
-        "--data-dir",
-        dest="data_dir",
-        help="where sessions are stored (default: $XDG_DATA_HOME/heron, ~/.local/share/heron)",
-    )
-    parser.add_argument(
-        "--context-window",
-        dest="context_window",
-        type=int,
-        help="the model's context window in tokens (default: asked from the server)",
-    )
-    parser.add_argument(
-        "--tool-calls",
-        dest="tool_calls",
-        choices=TOOL_CALL_MODES,
-        help="how the model calls tools: native (the API's tools parameter), text "
-        "(<tool_call> blocks in its answer) or auto (native, text when the server cannot; "
-        "the default)",
-    )
+    add_flags(parser)
     return parser
 
 
@@ -162,7 +121,7 @@ def serve_stdio(load: Callable[[], Settings], reload: Callable[[], Settings] | N
     settings = load()
     if warm is not None:
         warm.join()
-    from agent.acp.server import run_server
+    from agent.app.server import run_server
     from agent.processes.shutdown import run_then_exit
 
     # Never returns: leaves without finalizing, as the stdin reader thread may still be
@@ -187,7 +146,7 @@ def _readable(stdin: Any) -> bool:
 
 
 def _import_server() -> None:
-    import agent.acp.server  # noqa: F401  (warms the module cache for the main thread)
+    import agent.app.server  # noqa: F401  (warms the module cache for the main thread)
 
 
 def _parse(line: bytes) -> Any:

@@ -7,18 +7,17 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from agent.options.providers import Provider
+from typing import Any
 
 MODES = ("read-only", "ask", "auto", "accept-edits", "full-access")
 # How the model calls tools: the API's `tools` parameter, `<tool_call>` blocks in its text
 # (agent.textcalls), or native until the server shows it cannot take tools.
 TOOL_CALL_MODES = ("auto", "native", "text")
 DEFAULT_MODEL = "gpt-4.1"
+MAX_TOOL_OUTPUT_CHARS = 30_000  # what the model reads of one tool result, unless set
 
 # Environment variable → setting name.
 ENV_VARS = {
@@ -38,6 +37,42 @@ ENV_VARS = {
 }
 
 
+# Settings a command-line flag sets (`--base-url` → base_url), for `heron` and `heron exec` (which
+# hands the ones it takes to the agent it starts): argparse keywords, without importing argparse.
+FLAGS: dict[str, dict[str, Any]] = {
+    "model": {"help": "model name, e.g. gpt-4.1 or qwen2.5-coder:7b"},
+    "base_url": {"help": "OpenAI-compatible endpoint URL"},
+    "mode": {"choices": MODES, "help": "permission mode (default: ask)"},
+    "max_turn_requests": {
+        "type": int,
+        "help": "model requests allowed per prompt turn (default: 50)",
+    },
+    "max_tokens": {"type": int, "help": "output tokens per model answer (default: the server's)"},
+    "config": {"help": "TOML config file (default: ~/.config/heron/config.toml)"},
+    "log_level": {"choices": ["debug", "info", "warning", "error"], "help": "stderr log level"},
+    "log_file": {"help": "also write logs to this file"},
+    "data_dir": {
+        "help": "where sessions are stored (default: $XDG_DATA_HOME/heron, ~/.local/share/heron)"
+    },
+    "context_window": {
+        "type": int,
+        "help": "the model's context window in tokens (default: asked from the server)",
+    },
+    "tool_calls": {
+        "choices": TOOL_CALL_MODES,
+        "help": "how the model calls tools: native (the API's tools parameter), text "
+        "(<tool_call> blocks in its answer) or auto (native, text when the server cannot; "
+        "the default)",
+    },
+}
+
+
+def add_flags(parser: Any, names: Iterable[str] = FLAGS) -> None:
+    """Add the flags `names` (setting names, see FLAGS) to an argparse parser."""
+    for name in names:
+        parser.add_argument(f"--{name.replace('_', '-')}", dest=name, **FLAGS[name])
+
+
 class ConfigError(Exception):
     """The settings are unusable; the message says which one and how to fix it."""
 
@@ -51,7 +86,7 @@ class Settings:
     max_turn_requests: int = 50
     request_timeout: float = 120.0  # seconds without a byte from the model before giving up
     max_retries: int = 3  # transient model errors (429, 5xx, resets) are retried this often
-    max_tool_output_chars: int = 30_000  # what the model reads of one tool result
+    max_tool_output_chars: int = MAX_TOOL_OUTPUT_CHARS
     # Output tokens per model answer; sent only when set. A local model that never stops
     # would otherwise hold the turn until its context is full.
     max_tokens: int | None = None
@@ -66,7 +101,7 @@ class Settings:
     pass_env: tuple[str, ...] = ()
     tool_calls: str = "auto"  # one of TOOL_CALL_MODES
     config_file: str | None = None  # the file the settings were read from, if any
-    # More endpoints for the model picker: `[providers.NAME]` tables (agent.options.providers).
+    # More endpoints for the model picker: `[providers.NAME]` tables (parse_providers).
     providers: dict[str, Provider] = field(default_factory=dict)
     # Why the configured settings could not be used. The agent still answers the editor (so it
     # can show the reason) and explains this at the first prompt instead of dying unheard.
@@ -130,8 +165,6 @@ def _build(values: dict[str, Any]) -> Settings:
     settings = Settings()
     for name, value in values.items():
         if name == "providers":
-            from agent.options.providers import parse_providers
-
             settings.providers = parse_providers(value)
             continue
         if name == "pass_env":
@@ -283,3 +316,62 @@ def _replace_file(path: Path, data: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+# -- [providers.NAME] ----------------------------------------------------------------------------
+# More endpoints the model picker offers:
+#
+#   [providers.ollama]
+#   base_url = "http://localhost:11434/v1"
+#   models = ["qwen2.5-coder:14b", "llama3.1:8b"]   # optional: else asked from GET /models
+#
+#   [providers.openrouter]
+#   base_url = "https://openrouter.ai/api/v1"
+#   api_key_env = "OPENROUTER_API_KEY"              # or api_key = "sk-..."
+
+_PROVIDER_KEYS = {"base_url", "api_key", "api_key_env", "models"}
+
+
+@dataclass(frozen=True)
+class Provider:
+    name: str
+    base_url: str
+    api_key: str | None = None
+    models: tuple[str, ...] = ()  # empty: the endpoint's GET /models says
+
+
+def parse_providers(value: Any) -> dict[str, Provider]:
+    """The `providers` table → providers by name; ConfigError says what is wrong and where."""
+    if not isinstance(value, dict):
+        raise ConfigError("providers must be a table: [providers.NAME] with base_url = ...")
+    providers: dict[str, Provider] = {}
+    for name, table in value.items():
+        where = f"[providers.{name}]"
+        if not name.strip() or "/" in name:
+            raise ConfigError(f"{where}: a provider name must be non-empty and without '/'")
+        if not isinstance(table, dict):
+            raise ConfigError(f"{where} must be a table with base_url (and api_key or models)")
+        unknown = sorted(set(table) - _PROVIDER_KEYS)
+        if unknown:
+            known = ", ".join(sorted(_PROVIDER_KEYS))
+            raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {known}")
+        base_url = table.get("base_url")
+        if not isinstance(base_url, str):
+            raise ConfigError(f'{where} needs base_url = "http(s)://..."')
+        check_base_url(base_url)
+        api_key = table.get("api_key")
+        if api_key is not None and not isinstance(api_key, str):
+            raise ConfigError(f"{where}: api_key must be a string")
+        env = table.get("api_key_env")
+        if env is not None:
+            if not isinstance(env, str) or not env:
+                raise ConfigError(f"{where}: api_key_env must name an environment variable")
+            # An unset variable is not an error: a local server needs no key.
+            api_key = api_key or os.environ.get(env) or None
+        models = table.get("models", [])
+        if not isinstance(models, list) or not all(isinstance(m, str) and m for m in models):
+            raise ConfigError(f"{where}: models must be a list of model names")
+        providers[name] = Provider(
+            name, base_url.rstrip("/"), api_key, tuple(dict.fromkeys(models))
+        )
+    return providers

@@ -6,7 +6,7 @@ session updates that were sent, consecutive chunks merged).
 
 A session is opened before the first prompt, so what only a turn needs (the tools, the
 permission memory, the file access; pydantic and the ACP models behind them) is made on first
-use: `session/new` is answered without importing any of it (`agent.warmup` imports it in the
+use: `session/new` is answered without importing any of it (`agent.app.warmup` imports it in the
 background meanwhile).
 """
 
@@ -22,6 +22,9 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from agent.options.state import Choices
+from agent.store.saver import Saver, SessionParts, title_update
+from agent.store.titles import first_request_text, make_title
+from agent.store.transcript import Transcript
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -31,17 +34,14 @@ if TYPE_CHECKING:
     from agent.acp.wire import Connection
     from agent.commands.catalog import CommandSet
     from agent.config import Settings
+    from agent.files.backend import Files
     from agent.mcp.manager import McpManager
     from agent.permissions import PermissionMemory
     from agent.sandbox import Sandbox
-    from agent.store.saver import Saver
     from agent.tools.base import Tool, ToolContext
-    from agent.tools.files_backend import Files
     from agent.undo.journal import UndoJournal
 
 log = logging.getLogger("heron.session")
-
-_MERGED_CHUNKS = ("agent_message_chunk", "agent_thought_chunk", "user_message_chunk")
 
 
 class Session:
@@ -76,46 +76,25 @@ class Session:
         # The day the session began, in its system prompt: it does not change from turn to
         # turn, so each request starts with the previous one (a server's prompt cache).
         self.started_on = datetime.date.today().isoformat()
-        self._transcript: list[dict[str, Any]] = []
-        # While chunks merge into the last transcript entry, its text in pieces (joined when
-        # the transcript is read): appending to one string would copy it at every delta.
-        self._text_parts: list[str] | None = None
+        self.transcript = Transcript()
         self._tool_specs: list[dict[str, Any]] | None = None
         self._prompts: set[anyio.CancelScope] = set()  # the running prompt and those queued
         self._turn_lock = anyio.Lock()
         self.model_ready: anyio.Event | None = None  # set once the model client is imported
         self._call_ids: set[str] = set()
         self._call_counter = itertools.count(1)
-        # toolCallId → index in `transcript` of its latest progress snapshot
-        self._snapshots: dict[Any, int] = {}
         self.mcp: McpManager | None = None
         self._mcp_version = 0
         if mcp_servers:
             self.start_mcp(mcp_servers)
         self.additional_directories: list[Path] = []
         self.title: str | None = None
+        self.told: set[str] = set()  # notices shown once per session (agent.turn.model)
         self.saver: Saver | None = None  # set by the server: saves each step (agent.store)
         self.commands: CommandSet | None = None  # its slash commands (agent.commands.catalog)
-        # After a session/load or resume answer: what Heron sends by itself waits here
-        # (the latest of each kind) for the next request about the session (see `notify`).
+        # What Heron sends by itself while the client may not expect it (around the answer
+        # that opens the session), the latest of each kind: see `notify`.
         self._held: dict[str, dict[str, Any]] | None = None
-
-    @property
-    def transcript(self) -> list[dict[str, Any]]:
-        """The editor's view: the updates sent, consecutive chunks merged (see `record`)."""
-        self._join_text()
-        return self._transcript
-
-    @transcript.setter
-    def transcript(self, updates: list[dict[str, Any]]) -> None:
-        self._transcript = updates
-        self._text_parts = None
-
-    def _join_text(self) -> None:
-        if self._text_parts is not None:
-            last = self._transcript[-1]
-            last["content"] = {**last["content"], "text": "".join(self._text_parts)}
-            self._text_parts = None
 
     # -- made on first use (see the module's docstring) --------------------------------------
 
@@ -140,7 +119,7 @@ class Session:
 
     @cached_property
     def files(self) -> Files:
-        from agent.tools.files_backend import Files
+        from agent.files.backend import Files
 
         fs = self.client_capabilities.fs
         request = self.connection.request
@@ -243,30 +222,44 @@ class Session:
 
     # -- what the client is told about the session -------------------------------------------
 
-    def notify(self, update: dict[str, Any]) -> None:
+    def notify(self, update: dict[str, Any], record: bool = False) -> None:
         """The one way a `session/update` about this session leaves Heron.
 
-        - Nothing once the session is closed or deleted: a command list, a model list or a
-          title that comes late is dropped.
-        - After a `session/load` or `session/resume` answer (`hold_updates`), what Heron sends
-          by itself (command list, options, usage, title) waits for the next request about the
-          session: the client learned the session's state before that answer, and after it
-          only what a new prompt causes arrives. Only the latest of each kind is kept.
+        - `record`: the update is part of the conversation (what a turn shows), kept in the
+          transcript for `session/load`, even when it cannot be sent any more.
+        - Nothing is sent once the session is closed or deleted: a command list, a model list
+          or a title that comes late is dropped.
+        - What Heron sends by itself is held (the latest of each kind) while the `session/new`
+          answer is prepared (`hold_until_answered`: Zed drops updates for a session it does
+          not know yet), and after a `session/load` or `session/resume` answer until the next
+          request about the session (`hold_updates`: the client learned the session's state
+          before that answer, and after it only what a new prompt causes arrives).
+        - A turn's updates stop when the turn has ended (`agent.turn.updates.Updates.closed`):
+          none follows the prompt's answer.
         """
+        if record:
+            self.transcript.record(update)
         if self.closed:
             return
-        if self._held is not None:
-            self._held.pop(update["sessionUpdate"], None)  # the latest goes last
-            self._held[update["sessionUpdate"]] = update
+        if self._held is not None and not record:
+            kind = update["sessionUpdate"]
+            self._held.pop(kind, None)  # the latest goes last
+            self._held[kind] = update
             return
         self.connection.notify("session/update", {"sessionId": self.id, "update": update})
+
+    def hold_until_answered(self) -> None:
+        """Called as `session/new` is answered: see `notify`."""
+        self._held = {}
+        self.connection.after_answer(self.release_updates)
 
     def hold_updates(self) -> None:
         """Called as a load or resume is answered: see `notify`."""
         self._held = {}
 
     def release_updates(self) -> None:
-        """A request about the session (a prompt, a pick): what was held goes out first."""
+        """The answer is out, or a request about the session (a prompt, a pick) came: what was
+        held goes out first."""
         held, self._held = self._held, None
         for update in (held or {}).values():
             self.notify(update)
@@ -314,7 +307,28 @@ class Session:
     def save(self) -> str | None:
         """A step boundary: save what changed. Returns a notice for the user, once, if the
         conversation cannot be saved."""
-        return self.saver.checkpoint(self) if self.saver is not None else None
+        if self.saver is None:
+            return None
+        if self.title is None and (text := first_request_text(self.transcript.entries)):
+            self.title = make_title(text)  # titled even when it cannot be saved
+            self.notify(title_update(self.title))
+        return self.saver.checkpoint(self.stored_parts())
+
+    def stored_parts(self) -> SessionParts:
+        """What the store saves of this session, as it is now."""
+        journal = self.__dict__.get("undo")  # made on first use: none, nothing to save
+        return SessionParts(
+            id=self.id,
+            cwd=self.cwd,
+            additional_directories=self.additional_directories,
+            title=self.title,
+            mode=self.saved_mode,
+            model=self.settings.model,
+            options=self.choices.saved(),
+            history=self.history,
+            transcript=self.transcript.entries,
+            take_undo=journal.take_unsaved if journal is not None else None,
+        )
 
     def new_call_id(self, model_id: str) -> str:
         """The model's call id, made unique in the session (some servers reuse `call_0`)."""
@@ -323,39 +337,3 @@ class Session:
             call_id = f"{model_id or 'call'}_{next(self._call_counter)}"
         self._call_ids.add(call_id)
         return call_id
-
-    def record(self, update: dict[str, Any]) -> None:
-        """Keep a sent update for replay, merging consecutive chunks of one kind.
-
-        A running call's progress snapshots (a `tool_call_update` without a status) patch the
-        call's previous snapshot instead of piling up: a noisy command sends ten a second for
-        as long as it runs, and replay needs only the last one.
-        """
-        kind = update.get("sessionUpdate")
-        transcript = self._transcript
-        last = transcript[-1] if transcript else None
-        if (
-            kind in _MERGED_CHUNKS
-            and last is not None
-            and last.get("sessionUpdate") == kind
-            and last["content"].get("type") == "text" == update["content"].get("type")
-        ):
-            if self._text_parts is None:
-                self._text_parts = [last["content"]["text"]]
-            self._text_parts.append(update["content"]["text"])
-            return
-        self._join_text()
-        if kind == "tool_call_update" and "status" not in update:
-            call_id = update.get("toolCallId")
-            index = self._snapshots.get(call_id)
-            if index is not None and index < len(transcript):
-                previous = transcript[index]
-                if previous.get("toolCallId") == call_id and "status" not in previous:
-                    # Fields patch the call (ACP), so merging keeps what replay shows.
-                    transcript[index] = {**previous, **update}
-                    return
-            self._snapshots[call_id] = len(transcript)
-        elif kind in ("tool_call", "tool_call_update"):
-            # A status change ends the snapshot run: later progress goes after it.
-            self._snapshots.pop(update.get("toolCallId"), None)
-        transcript.append(update)

@@ -24,8 +24,8 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from agent.files.backend import Files
 from agent.tools.base import Tool, ToolContext
-from agent.tools.files_backend import Files
 from agent.tools.search import RG_WALK, FindPath, Grep, find_rg
 
 WORDS = ["alpha", "beta", "gamma", "delta", "import", "def", "class", "return", "self", "value"]

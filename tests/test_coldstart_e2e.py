@@ -50,7 +50,7 @@ def test_session_new_is_answered_without_pydantic_openai_or_jsonschema(
     session_id = answers[1]["result"]["sessionId"]
     assert re.fullmatch(r"sess_[0-9a-f]{12}4[0-9a-f]{3}[89ab][0-9a-f]{15}", session_id)  # UUID4
     imported = set(re.findall(r"^import time:.*\|\s*([\w.]+)\s*$", err.decode(), re.MULTILINE))
-    assert "agent.acp.server" in imported  # the listing is there
+    assert "agent.app.server" in imported  # the listing is there
     heavy = {"pydantic", "openai", "jsonschema", "jsonrpcserver", "agent.acp.protocol"}
     assert not heavy & imported
 

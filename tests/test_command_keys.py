@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent.permissions.commands import command_keys, describe_key
 from agent.permissions.policy import options_for
+from agent.tools.command_keys import command_keys, describe_key
 
 
 @pytest.mark.parametrize(

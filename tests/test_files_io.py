@@ -1,4 +1,4 @@
-"""files_io and seen, called directly: streamed reads, encodings, special files, the seen check."""
+"""agent.files.disk and seen, called directly: streamed reads, encodings, special files, seen."""
 
 from __future__ import annotations
 
@@ -7,38 +7,38 @@ from pathlib import Path
 
 import pytest
 
-from agent.tools import files_io
-from agent.tools.files_io import NotAFile, NotText, WriteFailed
-from agent.tools.seen import SeenFiles
+from agent.files import disk
+from agent.files.disk import NotAFile, NotText, WriteFailed
+from agent.files.seen import SeenFiles
 
 
 def test_read_lines_streams_and_cuts_long_lines(tmp_path: Path) -> None:
     path = tmp_path / "f.txt"
     path.write_bytes(b"one\n" + b"z" * 5000 + b"\nthree\r\nfour")
-    got = files_io.read_lines(path, 1, 10, 1 << 20, 100)
+    got = disk.read_lines(path, 1, 10, 1 << 20, 100)
     assert got.lines == ["one", "z" * 100, "three\r", "four"]
     assert got.cut and not got.more and got.total == 4
-    got = files_io.read_lines(path, 3, 1, 1 << 20, 100)
+    got = disk.read_lines(path, 3, 1, 1 << 20, 100)
     assert got.lines == ["three\r"] and got.more and got.total is None
 
 
 def test_read_lines_guesses_the_encoding_of_non_utf8(tmp_path: Path) -> None:
     path = tmp_path / "latin.txt"
     path.write_bytes("ok\ncafé\n".encode("latin-1"))
-    got = files_io.read_lines(path, 1, 10, 1 << 20, 1 << 20)
+    got = disk.read_lines(path, 1, 10, 1 << 20, 1 << 20)
     assert got.encoding == "Windows-1252" and got.lines == ["ok", "café"]
-    problem = files_io.text_problem(path)
+    problem = disk.text_problem(path)
     assert problem is not None and not problem.binary
     with pytest.raises(NotText):
-        files_io.read_text(path)
+        disk.read_text(path)
 
 
 def test_special_files_are_refused_before_opening(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "p")
     with pytest.raises(NotAFile, match="FIFO"):
-        files_io.open_regular(tmp_path / "p")
+        disk.open_regular(tmp_path / "p")
     with pytest.raises(NotAFile, match="character device"):
-        files_io.open_regular("/dev/null")
+        disk.open_regular("/dev/null")
 
 
 def test_a_failed_write_leaves_the_original_and_no_temp_file(
@@ -50,9 +50,9 @@ def test_a_failed_write_leaves_the_original_and_no_temp_file(
     def full(fd: int, data: object) -> int:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(files_io.os, "write", full)
+    monkeypatch.setattr(disk.os, "write", full)
     with pytest.raises(WriteFailed, match=r"No space left on device.*left as it was"):
-        files_io.write_text(path, "new\n")
+        disk.write_text(path, "new\n")
     assert path.read_text() == "original\n"
     assert [p.name for p in tmp_path.iterdir()] == ["a.txt"]
 

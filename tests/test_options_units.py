@@ -8,10 +8,9 @@ from typing import Any
 
 import pytest
 
-from agent.config import ConfigError, Settings
-from agent.options import catalog, discovery
+from agent.config import ConfigError, Provider, Settings, parse_providers
+from agent.options import catalog, discovery, model_ids
 from agent.options.discovery import Endpoint
-from agent.options.providers import Provider, parse_providers
 from agent.options.state import Choices
 
 
@@ -110,9 +109,9 @@ def test_model_lists_keep_chat_models_only():
             {"id": "o3"},
         ]
     }
-    assert discovery.parse_models(body) == ["gpt-4.1", "o3"]
-    assert discovery.parse_models({"object": "list"}) == []
-    assert discovery.parse_models(["not", "a", "dict"]) == []
+    assert model_ids.chat_models(body) == ["gpt-4.1", "o3"]
+    assert model_ids.chat_models({"object": "list"}) == []
+    assert model_ids.chat_models(["not", "a", "dict"]) == []
 
 
 def test_endpoints_never_show_their_key():

@@ -114,7 +114,6 @@ def test_a_session_id_that_needs_escaping_is_escaped_once():
 
 
 def test_updates_emit_spells_text_chunks_out_exactly_as_the_model_dump():
-    from types import SimpleNamespace
 
     from agent.acp.protocol import (
         AgentMessageChunk,
@@ -127,13 +126,19 @@ def test_updates_emit_spells_text_chunks_out_exactly_as_the_model_dump():
 
     sent: list[dict[str, Any]] = []
     recorded: list[dict[str, Any]] = []
-    # What Session.notify puts on the wire for this session.
-    session = SimpleNamespace(
-        id="s1",
-        notify=lambda update: sent.append({"sessionId": "s1", "update": update}),
-        record=recorded.append,
-    )
-    emitter = Updates(session)  # type: ignore[arg-type]
+
+    def notify(update: dict[str, Any], record: bool = False) -> None:
+        sent.append({"sessionId": "s1", "update": update})
+        if record:
+            recorded.append(update)
+
+    async def window() -> int:
+        return 1000
+
+    async def drain() -> None:
+        pass
+
+    emitter = Updates(notify, lambda: None, window, drain, list)
     updates = [
         AgentMessageChunk(content=TextContent(text="a\n")),
         AgentThoughtChunk(content=TextContent(text="b")),

@@ -10,11 +10,13 @@ from pathlib import Path
 import anyio
 import pytest
 
+from agent.context.history import answer_dangling_calls
 from agent.store import db
 from agent.store.failures import describe
 from agent.store.replay import INTERRUPTED, replay_updates
-from agent.store.saver import Saver, answer_dangling_calls, make_title, storable
+from agent.store.saver import Saver, SessionParts, storable
 from agent.store.store import Store
+from agent.store.titles import make_title
 
 
 def row(session_id: str, updated: str = "2025-01-01T00:00:00.000000Z") -> db.SessionRow:
@@ -225,24 +227,49 @@ def test_a_history_cut_mid_turn_gets_answers_for_its_open_calls():
         {"role": "assistant", "content": None, "tool_calls": [call, other]},
         {"role": "tool", "tool_call_id": "c2", "content": "done"},
     ]
-    fixed = answer_dangling_calls(history)
-    assert [m.get("tool_call_id") for m in fixed] == [None, None, "c1", "c2"]
-    assert answer_dangling_calls(fixed) is fixed  # nothing left to answer
+    fixed = answer_dangling_calls(history, lambda call_id: f"lost {call_id}")
+    # The missing answer goes after the ones given: a history saved step by step only grows.
+    assert [m.get("tool_call_id") for m in fixed] == [None, None, "c2", "c1"]
+    assert fixed[-1]["content"] == "lost c1"
+    assert answer_dangling_calls(fixed, str) is fixed  # nothing left to answer
+
+
+def test_only_the_calls_without_an_answer_get_one_in_each_assistant_message():
+    def call(i: str) -> dict:
+        return {"id": i, "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+
+    history = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": [call("a"), call("b")]},
+        {"role": "tool", "tool_call_id": "b", "content": "done"},
+        {"role": "user", "content": "again"},
+        {"role": "assistant", "content": None, "tool_calls": [call("c")]},
+    ]
+    fixed = answer_dangling_calls(history, lambda call_id: "cut")
+    assert [(m["role"], m.get("tool_call_id")) for m in fixed] == [
+        ("user", None),
+        ("assistant", None),
+        ("tool", "b"),
+        ("tool", "a"),
+        ("user", None),
+        ("assistant", None),
+        ("tool", "c"),
+    ]
+    assert history[-1]["role"] == "assistant"  # the given list is left as it was
 
 
 class FakeSession:
-    """What a Saver reads of a session."""
+    """A session as far as its saver sees it."""
 
     def __init__(self, session_id: str) -> None:
         self.id = session_id
-        self.cwd = Path("/w")
-        self.additional_directories: list[Path] = []
-        self.title: str | None = "t"
-        self.mode = self.saved_mode = "ask"
-        self.settings = type("S", (), {"model": "m"})()
-        self.choices = type("C", (), {"saved": staticmethod(dict)})()
         self.history: list[dict[str, object]] = []
         self.transcript: list[dict[str, object]] = []
+
+    def parts(self) -> SessionParts:
+        return SessionParts(
+            self.id, Path("/w"), [], "t", "ask", "m", {}, self.history, self.transcript
+        )
 
     def turn(self, words: str) -> None:
         self.history += [{"role": "user", "content": words}, {"role": "assistant", "content": "ok"}]
@@ -263,20 +290,20 @@ def test_two_savers_of_one_session_append_after_each_other_even_through_a_compac
 
     async def main() -> db.StoredSession | None:
         a.turn("a1")
-        saver_a.checkpoint(a)
+        saver_a.checkpoint(a.parts())
         await flush()
         stored = await there.read(lambda conn: db.load_session(conn, "s"))
         b.history, b.transcript = list(stored.history), list(stored.transcript)
         restore_saver(saver_b, stored)
         b.turn("b1")
-        saver_b.checkpoint(b)
+        saver_b.checkpoint(b.parts())
         await flush()
         a.turn("a2")
-        assert saver_a.checkpoint(a) is None  # the conflict is found by this write...
+        assert saver_a.checkpoint(a.parts()) is None  # the conflict is found by this write...
         await flush()
         a.history = [{"role": "user", "content": "summary"}, *a.history[-2:]]  # compaction
         a.turn("a3")
-        notice = saver_a.checkpoint(a)  # ... and told at the next step
+        notice = saver_a.checkpoint(a.parts())  # ... and told at the next step
         assert notice is not None and "another Heron process" in notice
         await flush()
         return await here.read(lambda conn: db.load_session(conn, "s"))

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from agent.acp.protocol import ContentItem, DiffItem
+from agent.files.backend import Files
 from agent.tools.base import Preview, Safety, Tool, ToolContext, ToolResult
 from agent.tools.files import (
     MAX_READ_BYTES,
@@ -21,7 +22,6 @@ from agent.tools.files import (
     ReadFile,
     WriteFile,
 )
-from agent.tools.files_backend import Files
 
 
 @pytest.fixture

@@ -13,9 +13,9 @@ from typing import Any
 import anyio
 import pytest
 
+from agent.files.backend import Files
+from agent.files.paths import Rules, Tree, glob_filter
 from agent.tools.base import Safety, Tool, ToolContext, ToolResult
-from agent.tools.files_backend import Files
-from agent.tools.paths import Rules, Tree, glob_filter
 from agent.tools.search import MAX_GREP_MATCHES, FindPath, Grep, find_rg, run_rg
 
 RG = find_rg()

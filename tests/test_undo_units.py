@@ -10,10 +10,10 @@ from typing import Any
 import anyio
 import pytest
 
+from agent.files.backend import Files
+from agent.files.disk import text_digest
 from agent.store import db
 from agent.tools.base import Safety
-from agent.tools.files_backend import Files
-from agent.tools.files_io import text_digest
 from agent.undo import journal as journal_module
 from agent.undo import revert as revert_module
 from agent.undo import states

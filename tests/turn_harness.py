@@ -1,4 +1,4 @@
-"""The turn loop in this very process: a real `Session` and `run_turn`, a fake connection
+"""The turn loop in this very process: a real `Session` and `run_prompt`, a fake connection
 instead of the wire, the fake OpenAI server as the model. No `heron` subprocess to start, for
 tests that only need the loop (the model ↔ tools rounds, the updates it emits, what the model
 is sent). Anything about the protocol, start-up or process handling still belongs to the
@@ -27,9 +27,9 @@ from fake_openai import FakeOpenAI
 from agent.acp.params import ClientCapabilities
 from agent.acp.protocol import TextBlockIn
 from agent.acp.wire import RpcError
+from agent.app.prompt import run_prompt
 from agent.config import Settings
 from agent.session import Session
-from agent.turn import run_turn
 
 Handler = Callable[[dict[str, Any]], Any]
 
@@ -109,7 +109,7 @@ class TurnHarness:
         async with anyio.create_task_group() as task_group:
             self.connection.task_group = task_group
             stop_reason = await self.session.run_turn(
-                lambda scope: run_turn(self.session, scope, blocks)  # type: ignore[arg-type]
+                lambda scope: run_prompt(self.session, scope, blocks)  # type: ignore[arg-type]
             )
         self.connection.task_group = None
         return stop_reason

@@ -17,7 +17,7 @@ import json
 import logging
 import math
 from collections import deque
-from json.encoder import encode_basestring  # type: ignore[attr-defined]
+from json.encoder import encode_basestring
 from typing import Any
 
 log = logging.getLogger("heron.wire")

@@ -108,7 +108,7 @@ def read_prompt_blocks(params: dict[str, Any]) -> list[Any]:
     """The content blocks of `session/prompt` params (pydantic models, see `protocol`)."""
     from agent.acp import protocol
 
-    return parse(protocol.PromptParams, params).prompt  # type: ignore[no-any-return]
+    return parse(protocol.PromptParams, params).prompt
 
 
 def parse(model: type[BaseModel], params: dict[str, Any]) -> Any:
@@ -190,17 +190,3 @@ def _new_session(params: Any) -> NewSessionParams | None:
         return None
     # Copies, as the model makes: the session may keep these while the caller's dict lives on.
     return NewSessionParams(params["cwd"], [dict(s) for s in servers], list(directories))
-
-
-def run_mode(params: dict[str, Any]) -> str | None:
-    """`_meta.heron.mode`: the mode a client wants this run of the session in (`heron exec`:
-    its --mode or --yes), for this process only: the session keeps the mode it is saved with
-    (the one it had before, or the default), so a one-shot `--yes` never lets a later editor
-    reopen it in full access. The client answers every permission question anyway, so this
-    grants it nothing it could not do already."""
-    from agent.config import MODES
-
-    meta = params.get("_meta")
-    heron = meta.get("heron") if isinstance(meta, dict) else None
-    mode = heron.get("mode") if isinstance(heron, dict) else None
-    return mode if mode in MODES else None

@@ -28,7 +28,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from contextvars import ContextVar
 from typing import Any, BinaryIO
 
@@ -254,7 +254,7 @@ class Connection:
             # A writer stuck in write() (the editor stopped reading) is abandoned here.
             tg.cancel_scope.cancel()
 
-    def start_soon(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
+    def start_soon(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
         """Run background work tied to the connection's lifetime."""
         assert self._tasks is not None
         self._tasks.start_soon(fn, *args)
@@ -425,7 +425,7 @@ class Connection:
             if is_request:
                 self._in_flight.pop(_key(request_id), None)
         if answer:
-            self.send(answer)  # type: ignore[arg-type]
+            self.send(answer)
         if not isinstance(answer, dict) or "error" not in answer:
             for callback in callbacks:
                 try:

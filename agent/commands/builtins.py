@@ -16,15 +16,16 @@ from agent.acp.protocol import StopReason
 from agent.commands import pickers
 from agent.commands.catalog import commands_of, user_folder
 from agent.commands.parse import Invocation, text_block
+from agent.commands.undo import run_undo
 from agent.context.compaction import compact as compact_history
 from agent.context.prompt import system_prompt
 from agent.context.usage import context_size
 from agent.llm import LLMError
 
 if TYPE_CHECKING:
-    from agent.turn.loop import Turn
+    from agent.commands.conversation import Conversation
 
-Handler = Callable[["Turn", Invocation], Awaitable[StopReason]]
+Handler = Callable[["Conversation", Invocation], Awaitable[StopReason]]
 
 INIT_PROMPT = """\
 Study this project, then create or update the file AGENTS.md at its root: the instructions a \
@@ -48,15 +49,13 @@ what is out of date, add what is missing. Keep it well under 200 lines. Change n
 When done, say in a few lines what you wrote or changed."""
 
 
-async def undo(turn: Turn, call: Invocation) -> StopReason:
+async def undo(turn: Conversation, call: Invocation) -> StopReason:
     """/undo: revert the newest turn whose file changes are not undone yet (agent.undo)."""
-    from agent.undo.command import run_undo
-
     await run_undo(turn)
     return "end_turn"
 
 
-async def help_(turn: Turn, call: Invocation) -> StopReason:
+async def help_(turn: Conversation, call: Invocation) -> StopReason:
     commands = commands_of(turn.session).commands().values()
     groups = {
         "built-in": "Commands (type them at the start of a message):",
@@ -84,7 +83,7 @@ async def help_(turn: Turn, call: Invocation) -> StopReason:
     return "end_turn"
 
 
-async def compact(turn: Turn, call: Invocation) -> StopReason:
+async def compact(turn: Conversation, call: Invocation) -> StopReason:
     """/compact [focus]: the whole history becomes a summary now (agent.context.compaction)."""
     session = turn.session
     if len(session.history) < 2:
@@ -113,7 +112,7 @@ async def compact(turn: Turn, call: Invocation) -> StopReason:
     return "end_turn"
 
 
-async def init(turn: Turn, call: Invocation) -> StopReason:
+async def init(turn: Conversation, call: Invocation) -> StopReason:
     """/init: a normal model turn with the built-in prompt."""
     prompt = INIT_PROMPT
     if call.arguments:
@@ -121,15 +120,15 @@ async def init(turn: Turn, call: Invocation) -> StopReason:
     return await turn.converse([text_block(prompt), *call.attachments], record=False)
 
 
-async def model(turn: Turn, call: Invocation) -> StopReason:
+async def model(turn: Conversation, call: Invocation) -> StopReason:
     return await _choose(turn, call, "model", "model")
 
 
-async def mode(turn: Turn, call: Invocation) -> StopReason:
+async def mode(turn: Conversation, call: Invocation) -> StopReason:
     return await _choose(turn, call, "mode", "permission mode")
 
 
-async def _choose(turn: Turn, call: Invocation, option_id: str, label: str) -> StopReason:
+async def _choose(turn: Conversation, call: Invocation, option_id: str, label: str) -> StopReason:
     """/model and /mode: without a name, the choices; with one, switch (pickers)."""
     session = turn.session
     if not call.arguments:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
@@ -19,7 +19,8 @@ from agent.commands.files import CommandFolder, UserCommand
 from agent.config import default_config_path
 
 if TYPE_CHECKING:
-    from agent.session import Session
+    from agent.acp.wire import Connection
+    from agent.mcp.manager import McpManager
 
 log = logging.getLogger("heron.commands")
 
@@ -110,13 +111,38 @@ class CommandSet:
             self._scanning = False
 
 
-def commands_of(session: Session) -> CommandSet:
+class CommandHost(Protocol):
+    """What the command list needs of its session: a Protocol, so that this package does not
+    import the session (which sits above it). `agent.session.Session` satisfies it."""
+
+    commands: CommandSet | None  # made on first use (`commands_of`)
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def cwd(self) -> Path: ...
+
+    @property
+    def connection(self) -> Connection: ...
+
+    @property
+    def mcp(self) -> McpManager | None: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    def notify(self, update: dict[str, Any]) -> None:
+        """Send a `session/update` about this session (`Session.notify`)."""
+
+
+def commands_of(session: CommandHost) -> CommandSet:
     if session.commands is None:
         session.commands = CommandSet(session.cwd)
     return session.commands
 
 
-def send_if_changed(session: Session) -> None:
+def send_if_changed(session: CommandHost) -> None:
     """Send `available_commands_update` if the editor's list is not the current one."""
     commands = commands_of(session)
     listing = commands.listing()

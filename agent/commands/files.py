@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.commands.frontmatter import split_front_matter
+from agent.files.paths import read_regular
 
 log = logging.getLogger("heron.commands")
 
@@ -123,35 +124,15 @@ class CommandFolder:
                 if os.path.commonpath([root, real]) != root:
                     log.warning("command file %s leads out of %s; ignored", path, self.confine)
                     return None
-            data = _read_regular(real)
+            # Never blocks on a FIFO or device swapped in after the stat; no link followed.
+            data = read_regular(real, MAX_BYTES, follow_links=False)
         except (OSError, ValueError) as exc:
             log.warning("command file %s cannot be read: %s", path, exc)
             return None
         if data is None:
-            log.warning("command file %s is not a small regular file; ignored", path)
+            log.warning("command file %s is not a readable small regular file; ignored", path)
             return None
         return parse_command(name, data.decode("utf-8", errors="replace"), self.source, str(path))
-
-
-def _read_regular(path: str) -> bytes | None:
-    """The file's bytes if it is a regular file of at most MAX_BYTES; never blocks on a FIFO
-    or a device swapped in after the stat."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(path, flags | getattr(os, "O_NOCTTY", 0))
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        chunks: list[bytes] = []
-        size = 0
-        while size <= MAX_BYTES:
-            chunk = os.read(fd, MAX_BYTES + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        return None if size > MAX_BYTES else b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 def parse_command(name: str, text: str, source: str, path: str) -> UserCommand:

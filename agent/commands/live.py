@@ -14,10 +14,10 @@ from agent.commands.catalog import commands_of, send_if_changed
 from agent.commands.mcp import prompt_commands, watch
 
 if TYPE_CHECKING:
-    from agent.session import Session
+    from agent.commands.catalog import CommandHost
 
 
-async def refresh(session: Session) -> None:
+async def refresh(session: CommandHost) -> None:
     """Scan the command files again and tell the editor if the list changed."""
     commands = commands_of(session)
     if not commands.watching:
@@ -28,6 +28,6 @@ async def refresh(session: Session) -> None:
     send_if_changed(session)
 
 
-def announce(session: Session) -> None:
+def announce(session: CommandHost) -> None:
     """Refresh in the background (the scan reads files; nothing waits for it)."""
     session.connection.start_soon(refresh, session)

@@ -17,13 +17,13 @@ from agent.commands.command import Command, PromptRef
 from agent.commands.files import MAX_DESCRIPTION, MAX_HINT, clean
 
 if TYPE_CHECKING:
-    from agent.session import Session
+    from agent.commands.catalog import CommandHost
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 MAX_PROMPTS = 200  # per session: a server with thousands of prompts does not flood the list
 
 
-def prompt_commands(session: Session) -> list[Command]:
+def prompt_commands(session: CommandHost) -> list[Command]:
     """The session's MCP prompts as commands, in server order."""
     if session.mcp is None:
         return []
@@ -48,7 +48,7 @@ def prompt_commands(session: Session) -> list[Command]:
     return commands
 
 
-def watch(session: Session) -> None:
+def watch(session: CommandHost) -> None:
     """Keep the editor's list in step with the servers' prompts."""
     if session.mcp is None:
         return
@@ -59,7 +59,7 @@ def watch(session: Session) -> None:
     session.mcp.listeners.append(changed)
 
 
-async def _changed(session: Session) -> None:
+async def _changed(session: CommandHost) -> None:
     if session.mcp is None:
         return  # closed since
     await session.mcp.refresh_prompts()
@@ -91,7 +91,7 @@ def prompt_arguments(ref: PromptRef, text: str) -> tuple[dict[str, str], list[st
     return values, missing
 
 
-def find_connection(session: Session, server: str) -> Any:
+def find_connection(session: CommandHost, server: str) -> Any:
     if session.mcp is None:
         return None
     return next((c for c in session.mcp.connections if c.name == server), None)

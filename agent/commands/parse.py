@@ -37,7 +37,7 @@ def parse(blocks: list[PromptBlock], commands: CommandSet) -> Invocation | None:
     # the rest is attached to what the model gets.
     texts = [blocks[0].text[match.end() :]]
     texts += [block.text for block in blocks[1:] if isinstance(block, TextBlockIn)]
-    attachments = [block for block in blocks[1:] if not isinstance(block, TextBlockIn)]
+    attachments: list[PromptBlock] = [b for b in blocks[1:] if not isinstance(b, TextBlockIn)]
     return Invocation(command, "".join(texts).strip(), blocks, attachments)
 
 

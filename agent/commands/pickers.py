@@ -4,21 +4,23 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from agent.acp.wire import RpcError
+from agent.options.apply import choose
+from agent.options.catalog import config_options
+
 if TYPE_CHECKING:
-    from agent.session import Session
+    from agent.options.holder import OptionHolder
 
 
-def _option(session: Session, option_id: str) -> dict[str, Any]:
-    from agent.options.catalog import config_options
-
+def _option(session: OptionHolder, option_id: str) -> dict[str, Any]:
     return next(o for o in config_options(session) if o["id"] == option_id)
 
 
-def current(session: Session, option_id: str) -> str:
+def current(session: OptionHolder, option_id: str) -> str:
     return str(_option(session, option_id)["currentValue"])
 
 
-def choices(session: Session, option_id: str) -> list[tuple[str, str]]:
+def choices(session: OptionHolder, option_id: str) -> list[tuple[str, str]]:
     """(value, one-line description) for each choice, groups flattened."""
     found: list[tuple[str, str]] = []
     for entry in _option(session, option_id)["options"]:
@@ -28,12 +30,9 @@ def choices(session: Session, option_id: str) -> list[tuple[str, str]]:
     return found
 
 
-async def apply_choice(session: Session, option_id: str, value: str) -> None:
+async def apply_choice(session: OptionHolder, option_id: str, value: str) -> None:
     """Set the option from the next model request on, as the picker does; ValueError with a
     readable message if the value is unknown."""
-    from agent.acp.wire import RpcError
-    from agent.options import choose
-
     try:
         await choose(session, option_id, value)
     except RpcError as exc:

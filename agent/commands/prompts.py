@@ -10,17 +10,17 @@ from agent.commands.mcp import find_connection, prompt_arguments
 from agent.commands.parse import Invocation, text_block
 
 if TYPE_CHECKING:
-    from agent.turn.loop import Turn
+    from agent.commands.conversation import Conversation
 
 
-async def user_command(turn: Turn, call: Invocation) -> StopReason:
+async def user_command(turn: Conversation, call: Invocation) -> StopReason:
     """A command file: its body, with the arguments in place, is the prompt."""
     assert call.command.file is not None
     prompt = call.command.file.prompt(call.arguments)
     return await turn.converse([text_block(prompt), *call.attachments], record=False)
 
 
-async def mcp_prompt(turn: Turn, call: Invocation) -> StopReason:
+async def mcp_prompt(turn: Conversation, call: Invocation) -> StopReason:
     """An MCP server's prompt (`/server.prompt`): fetched with the typed arguments, then a
     normal model turn on it."""
     ref = call.command.prompt

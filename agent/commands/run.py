@@ -1,4 +1,5 @@
-"""The turn's entry into commands: is this prompt a command, and if so run it."""
+"""Is this prompt a command (`find_command`), and running it (`run_command`); `agent.app.prompt`
+decides between a command and a model turn."""
 
 from __future__ import annotations
 
@@ -13,23 +14,26 @@ from agent.commands.parse import Invocation, parse
 from agent.commands.prompts import mcp_prompt, user_command
 
 if TYPE_CHECKING:
-    from agent.turn.loop import Turn
+    from agent.commands.catalog import CommandHost
+    from agent.commands.conversation import Conversation
 
 log = logging.getLogger("heron.commands")
 
 
-async def run_command(turn: Turn, blocks: list[PromptBlock]) -> StopReason | None:
-    """Run the command the prompt invokes and return the turn's stop reason; None when the
-    prompt is not a command (it goes to the model as typed)."""
+async def find_command(session: CommandHost, blocks: list[PromptBlock]) -> Invocation | None:
+    """The command the prompt invokes; None when it is not a command (it goes to the model as
+    typed). The command files are scanned first: one added or changed since is usable now."""
+    await refresh(session)  # ... and listed
+    return parse(blocks, commands_of(session))
+
+
+async def run_command(turn: Conversation, call: Invocation) -> StopReason:
+    """Run the invoked command in the running turn; the turn's stop reason."""
     session = turn.session
-    await refresh(session)  # command files added or changed since: usable now, and listed
-    call = parse(blocks, commands_of(session))
-    if call is None:
-        return None
     log.info("session %s: /%s (%s)", session.id, call.command.name, call.command.source)
     if call.command.needs_model:
         turn.check_configured()
-    turn.record_prompt(blocks)  # what the user typed, so session/load replays it
+    turn.record_prompt(call.blocks)  # what the user typed, so session/load replays it
     await session.store_ready()
     turn.updates.checkpoint()
     stop_reason = await handler_for(call)(turn, call)

@@ -28,9 +28,9 @@ from agent.acp.protocol import (
     TextBlockIn,
 )
 from agent.acp.wire import INVALID_PARAMS, RpcError
-from agent.tools import files_io
-from agent.tools.files_backend import Files
-from agent.tools.files_io import NotAFile, NotText
+from agent.files import disk
+from agent.files.backend import Files
+from agent.files.disk import NotAFile, NotText
 
 log = logging.getLogger("heron.context")
 
@@ -127,7 +127,7 @@ def _read_agents_file(cwd: Path, name: str, confine: bool) -> str | None:
         log.warning("not reading %s: it leads out of the workspace", path)
         return None
     try:
-        fd = files_io.open_regular(path)
+        fd = disk.open_regular(path)
     except NotAFile as exc:
         log.warning("not reading %s", exc)
         return None

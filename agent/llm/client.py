@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import anyio
@@ -114,7 +114,7 @@ def _serializable(body: dict[str, Any]) -> str:
 
 async def stream_chat(
     settings: Settings, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
-) -> AsyncIterator[LLMEvent]:
+) -> AsyncGenerator[LLMEvent, None]:
     client = await get_client(settings)
     import openai
 

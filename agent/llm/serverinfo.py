@@ -116,8 +116,8 @@ async def ollama_window(settings: Settings) -> int | None:
 
 def window_of(model: dict[str, Any]) -> int | None:
     """The context window in one `/v1/models` entry, where the server gives one."""
-    meta = model.get("meta") if isinstance(model.get("meta"), dict) else {}
-    top = model.get("top_provider") if isinstance(model.get("top_provider"), dict) else {}
+    meta = model["meta"] if isinstance(model.get("meta"), dict) else {}
+    top = model["top_provider"] if isinstance(model.get("top_provider"), dict) else {}
     for value in (
         model.get("max_model_len"),  # vLLM
         meta.get("n_ctx"),  # llama.cpp server: the context it runs with
@@ -142,11 +142,11 @@ async def _get(settings: Settings, path: str) -> Any:
 
 
 def _httpx() -> Any:
-    try:
-        import httpx2 as httpx  # the transport of openai 3.x
-    except ImportError:  # pragma: no cover - older openai releases use httpx
-        import httpx  # type: ignore[no-redef]
-    return httpx
+    """openai's transport (pyproject: openai>=3.57, httpx2), imported with the client, not
+    before: nothing here is on the session/new path."""
+    import httpx2
+
+    return httpx2
 
 
 def _positive(value: Any) -> bool:

@@ -17,7 +17,7 @@ import signal
 import threading
 from collections.abc import Callable
 from contextlib import AsyncExitStack
-from typing import IO, Any
+from typing import Any, TextIO
 
 import anyio
 import mcp.client.stdio as sdk_stdio
@@ -139,7 +139,7 @@ class StderrTail:
         self._line = bytearray()  # the start of the line being written
         self._line_length = 0  # its full length so far
         read_fd, write_fd = os.pipe()
-        self.writer: IO[str] = os.fdopen(write_fd, "w")
+        self.writer: TextIO = os.fdopen(write_fd, "w")
         self._reader = threading.Thread(
             target=self._pump, args=(read_fd,), name=f"mcp-stderr-{name}", daemon=True
         )

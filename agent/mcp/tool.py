@@ -14,7 +14,7 @@ into every model request.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -94,7 +94,7 @@ class McpTool(Tool[McpArgs]):
 
     async def execute(
         self, args: McpArgs, ctx: ToolContext, preview: Preview
-    ) -> AsyncIterator[ToolEvent]:
+    ) -> AsyncGenerator[ToolEvent, None]:
         from agent.mcp.client import ServerUnavailable
 
         try:

@@ -24,17 +24,17 @@ from agent.options.catalog import (
 )
 
 if TYPE_CHECKING:
-    from agent.session import Session
+    from agent.options.holder import OptionHolder
 
 log = logging.getLogger("heron.options")
 
 OPTION_IDS = ("mode", "model", "thought_level")
 
 # Sessions whose client shows a picker: told when an endpoint's model list changes.
-_watching: weakref.WeakSet[Session] = weakref.WeakSet()
+_watching: weakref.WeakSet[OptionHolder] = weakref.WeakSet()
 
 
-async def choose(session: Session, option_id: str, value: str) -> None:
+async def choose(session: OptionHolder, option_id: str, value: str) -> None:
     """Set one option of `session` from the next model request on.
 
     `value` is the option's value id; for `model` a model's name is accepted too (the
@@ -70,7 +70,7 @@ async def choose(session: Session, option_id: str, value: str) -> None:
     session.connection.after_answer(lambda: publish(session, mode_changed))
 
 
-def opened(session: Session) -> dict[str, Any]:
+def opened(session: OptionHolder) -> dict[str, Any]:
     """The `configOptions` and legacy `modes` of a new, loaded or resumed session's answer;
     the endpoints' model lists are asked for once that answer is out."""
     options = config_options(session)
@@ -79,14 +79,14 @@ def opened(session: Session) -> dict[str, Any]:
     return {"configOptions": options, "modes": modes_state(session.mode)}
 
 
-def answered_options(session: Session) -> list[dict[str, Any]]:
+def answered_options(session: OptionHolder) -> list[dict[str, Any]]:
     """The complete list for a `session/set_config_option` answer (the client has it then)."""
     options = config_options(session)
     session.choices.sent = options
     return options
 
 
-def publish(session: Session, mode_changed: bool = False) -> None:
+def publish(session: OptionHolder, mode_changed: bool = False) -> None:
     """Tell the client what changed: the legacy mode, and the option list if it differs from
     what the client last received."""
     if session.closed:
@@ -99,7 +99,7 @@ def publish(session: Session, mode_changed: bool = False) -> None:
         session.notify({"sessionUpdate": "config_option_update", "configOptions": options})
 
 
-def _watch(session: Session) -> None:
+def _watch(session: OptionHolder) -> None:
     if session.closed:
         return
     _watching.add(session)
@@ -116,7 +116,7 @@ def _lists_changed() -> None:
 discovery.on_change(_lists_changed)
 
 
-async def _find_model(session: Session, value: str) -> ModelPick:
+async def _find_model(session: OptionHolder, value: str) -> ModelPick:
     pick = _lookup(session, value)
     if pick is None:
         shared = session.shared_settings
@@ -128,7 +128,7 @@ async def _find_model(session: Session, value: str) -> ModelPick:
     return pick
 
 
-def _lookup(session: Session, value: str) -> ModelPick | None:
+def _lookup(session: OptionHolder, value: str) -> ModelPick | None:
     """A value id, else a model name (the configured endpoint first), else either ignoring
     case."""
     groups, _ = model_values(session)
@@ -142,7 +142,7 @@ def _lookup(session: Session, value: str) -> ModelPick | None:
     return next((p for v, p in picks.items() if folded in (v.casefold(), p.model.casefold())), None)
 
 
-def _save(session: Session) -> None:
+def _save(session: OptionHolder) -> None:
     """Saved now if the session is in the store already (or its row is queued); else with the
     row."""
     saver = session.saver

@@ -16,7 +16,7 @@ from agent.options.discovery import Endpoint
 from agent.options.state import DEFAULT_LEVEL
 
 if TYPE_CHECKING:
-    from agent.session import Session
+    from agent.options.holder import OptionHolder
 
 # mode → (name, what runs without asking)
 MODE_INFO = {
@@ -65,7 +65,7 @@ def listed_endpoints(shared: Settings) -> list[Endpoint]:
     return endpoints
 
 
-def model_values(session: Session) -> tuple[list[tuple[str, str, dict[str, ModelPick]]], str]:
+def model_values(session: OptionHolder) -> tuple[list[tuple[str, str, dict[str, ModelPick]]], str]:
     """[(group id, group name, {value: pick})] and the current value."""
     shared, choices = session.shared_settings, session.choices
     current = ModelPick(choices.provider, session.settings.model)
@@ -100,7 +100,7 @@ def model_values(session: Session) -> tuple[list[tuple[str, str, dict[str, Model
     return groups, value
 
 
-def model_option(session: Session) -> dict[str, Any]:
+def model_option(session: OptionHolder) -> dict[str, Any]:
     groups, current = model_values(session)
     if len(groups) == 1:
         options: list[dict[str, Any]] = [_value(v, p.model) for v, p in groups[0][2].items()]
@@ -120,7 +120,7 @@ def model_option(session: Session) -> dict[str, Any]:
     }
 
 
-def thought_values(session: Session) -> dict[str, tuple[str, str]]:
+def thought_values(session: OptionHolder) -> dict[str, tuple[str, str]]:
     values = dict(LEVEL_INFO)
     configured = session.shared_settings.reasoning_effort
     if configured and configured not in values:
@@ -128,14 +128,14 @@ def thought_values(session: Session) -> dict[str, tuple[str, str]]:
     return values
 
 
-def current_thought(session: Session) -> str:
+def current_thought(session: OptionHolder) -> str:
     picked = session.choices.thought_level
     if picked is not None:
         return picked
     return session.shared_settings.reasoning_effort or DEFAULT_LEVEL
 
 
-def thought_option(session: Session) -> dict[str, Any]:
+def thought_option(session: OptionHolder) -> dict[str, Any]:
     return {
         "id": "thought_level",
         "name": "Thinking",
@@ -162,7 +162,7 @@ def mode_option(mode: str) -> dict[str, Any]:
     }
 
 
-def config_options(session: Session) -> list[dict[str, Any]]:
+def config_options(session: OptionHolder) -> list[dict[str, Any]]:
     """The complete list with current values, most important first."""
     return [mode_option(session.mode), model_option(session), thought_option(session)]
 

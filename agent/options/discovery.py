@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 
 from agent.config import Settings
-from agent.options.model_ids import chat_models as parse_models  # chat models only
+from agent.options.model_ids import chat_models
 
 log = logging.getLogger("heron.options")
 
@@ -121,7 +121,7 @@ async def _list_models(settings: Settings) -> list[str] | None:
                 cast_to=httpx.Response,
                 options={"max_retries": 0, "timeout": TIMEOUT},
             )
-        models = parse_models(response.json())
+        models = chat_models(response.json())  # chat models only, bounded
     except Exception as exc:  # any failure means: this endpoint does not say
         log.info("no model list from %s/models: %s", settings.base_url or "OpenAI", exc)
         return None

@@ -7,31 +7,28 @@ does nothing there, and the user should know why.
 
 from __future__ import annotations
 
-import weakref
 from typing import TYPE_CHECKING
 
 from agent.llm.client import rejected
 from agent.llm.errors import where
 
 if TYPE_CHECKING:
-    from agent.session import Session
+    from agent.config import Settings
 
 REFUSED = (
     "\n\n(The model server at {where} does not accept a reasoning effort, so Heron sends its "
     "requests without one: the thought level “{level}” has no effect there.)\n\n"
 )
 
-_told: weakref.WeakKeyDictionary[Session, set[str]] = weakref.WeakKeyDictionary()
 
-
-def thought_notice(session: Session) -> str | None:
-    """The notice to show after a model request, if there is one to show."""
-    settings = session.settings
+def thought_notice(settings: Settings, told: set[str]) -> str | None:
+    """The notice to show after a model request with `settings`, if there is one to show;
+    `told` holds what the session was told already (once per endpoint)."""
     if not settings.reasoning_effort or not rejected(settings, "reasoning_effort"):
         return None
-    told = _told.setdefault(session, set())
     endpoint = where(settings)
-    if endpoint in told:
+    key = f"reasoning_effort refused at {endpoint}"
+    if key in told:
         return None
-    told.add(endpoint)
+    told.add(key)
     return REFUSED.format(where=endpoint, level=settings.reasoning_effort)

@@ -1,6 +1,6 @@
 """The params of session/set_config_option and session/set_mode.
 
-Apart from `agent.options.methods` so that registering those methods, before `session/new` is
+Apart from `agent.app.options` so that registering those methods, before `session/new` is
 answered, imports neither pydantic nor the ACP models.
 """
 

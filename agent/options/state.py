@@ -17,7 +17,6 @@ from agent.config import Settings
 log = logging.getLogger("heron.options")
 
 DEFAULT_LEVEL = "default"  # the thought level that sends no reasoning_effort
-LEVELS = ("low", "medium", "high")
 _warned: set[str] = set()  # missing providers already logged (this runs at every request)
 
 
@@ -27,7 +26,7 @@ class Choices:
 
     provider: str | None = None  # a `[providers.NAME]`; None: the top-level endpoint
     model: str | None = None
-    thought_level: str | None = None  # DEFAULT_LEVEL or one of LEVELS
+    thought_level: str | None = None  # DEFAULT_LEVEL or another key of catalog.LEVEL_INFO
     # The option list the client last received (an answer or an update), to send only changes.
     sent: list[dict[str, Any]] | None = field(default=None, compare=False, repr=False)
 

@@ -29,10 +29,10 @@ from typing import Any
 
 from agent.acp.protocol import PermissionOption
 from agent.config import default_config_path
-from agent.permissions.commands import describe_key as describe_command_key
-from agent.permissions.workspace import inside, under
+from agent.files.workspace import inside, under
 from agent.sandbox import available as sandbox_available
 from agent.tools.base import Safety, Tool, ToolContext
+from agent.tools.command_keys import describe_key as describe_command_key
 
 # Folders whose files change what runs (git hooks and config, Heron's own settings): a write
 # there always asks, whatever the mode but full-access.

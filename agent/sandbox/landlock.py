@@ -61,7 +61,7 @@ _libc: ctypes.CDLL | None = None
 _abi: int | None = None
 
 
-def _syscall(*args: int | ctypes.c_void_p | None) -> int:
+def _syscall(*args: object) -> int:  # ints, pointers (byref) or None
     global _libc
     if _libc is None:
         _libc = ctypes.CDLL(None, use_errno=True)

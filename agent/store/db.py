@@ -355,7 +355,7 @@ _COLUMNS = "id, cwd, additional_dirs, title, created_at, updated_at, mode, model
 
 def _row(r: tuple[Any, ...]) -> SessionRow:
     dirs, options = _json_or(r[2], list), _json_or(r[8], dict)
-    return SessionRow(r[0], r[1], dirs, *r[3:8], options, r[9])  # type: ignore[arg-type]
+    return SessionRow(r[0], r[1], dirs, r[3], r[4], r[5], r[6], r[7], options, r[9])
 
 
 def _json_or(text: str, kind: type) -> Any:

@@ -1,6 +1,6 @@
 """The params of the store's methods (session/load, resume, list, close, delete).
 
-Apart from `agent.store.methods` so that registering those methods, before `session/new` is
+Apart from `agent.app.sessions` so that registering those methods, before `session/new` is
 answered, imports neither pydantic nor the ACP models.
 """
 

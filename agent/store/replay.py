@@ -24,10 +24,10 @@ def replay_updates(transcript: list[dict[str, Any]]) -> list[dict[str, Any]]:
             calls[call.get("toolCallId", "")] = call
             updates.append(call)
         elif kind == "tool_call_update":
-            call = calls.get(update.get("toolCallId", ""))
-            if call is not None:
+            known = calls.get(update.get("toolCallId", ""))
+            if known is not None:
                 # Updates carry only the changed fields; content and locations replace lists.
-                call.update((k, v) for k, v in update.items() if k != "sessionUpdate")
+                known.update((k, v) for k, v in update.items() if k != "sessionUpdate")
         elif kind == "plan":
             last_plan = (len(updates), update)
             updates.append(None)  # the place of a plan; only the last one is kept

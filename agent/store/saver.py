@@ -1,9 +1,10 @@
-"""Saving one session step by step, and putting a stored one back into a `Session`.
+"""Saving one session step by step.
 
 A checkpoint (a step boundary: the user's message, a model reply, a tool result) writes only
 what changed since the last one: new history messages, new transcript entries, and the last
 transcript entry again (chunks keep merging into it). The JSON is made on the event loop, which
-is cheap; the SQLite work is queued to the store's thread.
+is cheap; the SQLite work is queued to the store's thread. The saver gets the session as plain
+parts (`SessionParts`), read at each step: it never holds the session.
 """
 
 from __future__ import annotations
@@ -13,12 +14,11 @@ import datetime
 import json
 import logging
 import re
+from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.store.titles import first_request_text, make_title
-
 if TYPE_CHECKING:
-    from agent.session import Session
     from agent.store.db import StoredSession
     from agent.store.store import Store
 
@@ -60,6 +60,28 @@ def storable(text: str) -> str:
 
 def _dump(value: Any) -> str:
     return storable(json.dumps(value, ensure_ascii=False))
+
+
+# The undo journal's rows not saved yet: (turns, changes, dropped turns), as JSON.
+UndoRows = tuple[list[tuple[int, int, str]], list[tuple[int, int, str]], list[int]]
+
+
+@dataclasses.dataclass
+class SessionParts:
+    """What a step saves of a session, read from it when the step is queued."""
+
+    id: str
+    cwd: Path
+    additional_directories: list[Path]
+    title: str | None
+    mode: str  # the mode the store keeps (`Session.saved_mode`)
+    model: str | None
+    options: dict[str, str]  # the user's picks (agent.options)
+    history: list[dict[str, Any]]
+    transcript: list[dict[str, Any]]
+    # Takes the undo journal's unsaved rows (None: the session has no journal yet); called
+    # only when the step is written.
+    take_undo: Callable[[], UndoRows] | None = None
 
 
 @dataclasses.dataclass
@@ -124,25 +146,28 @@ class Saver:
         """The session has a row (or one is queued): a change of its picks is saved at once."""
         return self.created or self.state.saved.revision is not None
 
-    def restored(self, stored: StoredSession) -> None:
+    def restored(self, stored: StoredSession, history: list[dict[str, Any]] | None = None) -> None:
+        """The session was put back from `stored`, its history as `history` (see
+        `answer_dangling_calls`)."""
         self.created_at = stored.row.created_at
         self.history_saved = len(stored.history)
         self.transcript_saved = len(stored.transcript)
         self.last_update_text = _dump(stored.transcript[-1]) if stored.transcript else None
         self.state.saved.revision = stored.row.revision
+        self.last_saved_message = stored.history[-1] if stored.history else None
+        self.first_saved_message = stored.history[0] if stored.history else None
+        if history is not None and history is not stored.history:
+            self.history_saved = 0  # the answers were added: save it whole at the next step
 
-    def create(self, session: Session) -> None:
+    def create(self, session: SessionParts) -> None:
         """The row of a session just opened (after the `session/new` answer): from now on it
         is listed, and can be loaded and resumed here or in another process."""
         if self.store.failure is None and not self.deleted:
             self.created = True
             self._queue(session, full=False)
 
-    def checkpoint(self, session: Session) -> str | None:
+    def checkpoint(self, session: SessionParts) -> str | None:
         """Queue the writes for what changed; a notice to show once if they cannot be saved."""
-        if session.title is None and (title := first_request_text(session.transcript)):
-            session.title = make_title(title)  # titled even when it cannot be saved
-            self._announce_title(session)
         if self.store.failure is not None:
             return self._once(UNSAVED.format(reason=self.store.failure))
         if self.deleted:
@@ -167,7 +192,7 @@ class Saver:
         self.told.add(notice)
         return notice
 
-    def _queue(self, session: Session, full: bool) -> None:
+    def _queue(self, session: SessionParts, full: bool) -> None:
         row = _session_row(session, self.created_at)
         history = session.history
         # A rewritten history (compaction) no longer has its first and last saved messages
@@ -197,8 +222,8 @@ class Saver:
         )
         session_id = session.id
         # (The journal is made on first use: a session without one has nothing to save.)
-        journal = session.__dict__.get("undo")
-        undo_turns, undo_changes, undo_dropped = journal.take_unsaved() if journal else ([], [], [])
+        take_undo = session.take_undo
+        undo_turns, undo_changes, undo_dropped = take_undo() if take_undo else ([], [], [])
         state = self.state
 
         def write(conn: Any) -> None:
@@ -244,74 +269,24 @@ class Saver:
         self.transcript_saved = len(session.transcript)
         self.last_update_text = updates[-1] if updates else self.last_update_text
 
-    def _announce_title(self, session: Session) -> None:
-        session.notify(title_update(session))
+
+def title_update(title: str | None) -> dict[str, Any]:
+    """The `session_info_update` telling the client a session's title."""
+    return {"sessionUpdate": "session_info_update", "title": title, "updatedAt": now()}
 
 
-def title_update(session: Session) -> dict[str, Any]:
-    return {"sessionUpdate": "session_info_update", "title": session.title, "updatedAt": now()}
-
-
-def _session_row(session: Session, created_at: str) -> Any:
+def _session_row(session: SessionParts, created_at: str) -> Any:
     from agent.store.db import SessionRow
 
-    model = session.settings.model
+    model = session.model
     return SessionRow(
         id=session.id,
         cwd=storable(str(session.cwd)),
-        additional_dirs=[storable(str(d)) for d in getattr(session, "additional_directories", [])],
+        additional_dirs=[storable(str(d)) for d in session.additional_directories],
         title=session.title and storable(session.title),
         created_at=created_at,
         updated_at=now(),
-        mode=session.saved_mode,
+        mode=session.mode,
         model=model and storable(model),
-        options=session.choices.saved(),
+        options=session.options,
     )
-
-
-def restore(session: Session, stored: StoredSession, saver: Saver) -> None:
-    """Put a stored conversation back into a fresh session."""
-    session.history = answer_dangling_calls(stored.history)
-    session.transcript = stored.transcript
-    session.title = stored.row.title
-    session.undo.restore(stored.undo)
-    if stored.row.mode:
-        session.mode = session.saved_mode = stored.row.mode
-    session.choices.restore(stored.row.options)
-    for update in stored.transcript:
-        if update.get("sessionUpdate") == "tool_call" and update.get("toolCallId"):
-            session.new_call_id(update["toolCallId"])  # new calls must not reuse these ids
-    saver.restored(stored)
-    saver.last_saved_message = stored.history[-1] if stored.history else None
-    saver.first_saved_message = stored.history[0] if stored.history else None
-    if session.history is not stored.history:
-        saver.history_saved = 0  # the answers were added: save it whole at the next step
-
-
-def answer_dangling_calls(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A history cut mid-turn (a killed process) may have tool calls without results; every
-    call needs one or the next request is invalid."""
-    answered = {m.get("tool_call_id") for m in history if m.get("role") == "tool"}
-    missing = [
-        call["id"]
-        for m in history
-        if m.get("role") == "assistant"
-        for call in m.get("tool_calls") or ()
-        if call.get("id") not in answered
-    ]
-    if not missing:
-        return history
-    fixed: list[dict[str, Any]] = []
-    for message in history:
-        fixed.append(message)
-        ids = [c.get("id") for c in message.get("tool_calls") or ()]
-        for call_id in ids:
-            if call_id in missing:
-                fixed.append(
-                    {
-                        "role": "tool",
-                        "tool_call_id": call_id,
-                        "content": "Interrupted: Heron stopped before this call finished.",
-                    }
-                )
-    return fixed

@@ -32,7 +32,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.config import MODES, TOOL_CALL_MODES, ConfigError, config_path, load_settings
+from agent.config import ConfigError, add_flags, config_path, load_settings
 from agent.terminal.prompts import Terminal
 from agent.terminal.sessions import StoreUnreadable, cwd_forms, find_session, latest_session
 from agent.terminal.trace import Trace
@@ -49,10 +49,20 @@ STOPPED = {
     "refusal": "the model refused to continue",
 }
 
-# Flags handed to the agent as they are.
-AGENT_FLAGS = ("model", "base_url", "mode", "max_turn_requests", "config", "log_level", "data_dir")
-# The model's limits and tool-call style, as the editor path takes them (agent.cli).
-AGENT_FLAGS += ("max_tokens", "context_window", "tool_calls")
+# Flags (agent.config.FLAGS) handed to the agent as they are: the settings, the model's limits
+# and tool-call style as the editor path takes them (agent.cli).
+AGENT_FLAGS = (
+    "model",
+    "base_url",
+    "mode",
+    "max_turn_requests",
+    "config",
+    "log_level",
+    "data_dir",
+    "max_tokens",
+    "context_window",
+    "tool_calls",
+)
 
 INVALID_PARAMS = -32602  # the agent's answer to a session it does not know
 
@@ -89,41 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--yes", "-y", action="store_true", help="full access for this run: nothing asks"
     )
-    parser.add_argument("--mode", choices=MODES, help="permission mode (default: ask)")
-    parser.add_argument("--model", help="model name")
-    parser.add_argument("--base-url", dest="base_url", help="OpenAI-compatible endpoint URL")
-    parser.add_argument(
-        "--max-turn-requests", dest="max_turn_requests", type=int, help="model requests allowed"
-    )
-    parser.add_argument("--config", help="TOML config file")
-    add_model_flags(parser)
-    parser.add_argument(
-        "--data-dir",
-        dest="data_dir",
-        help="where sessions are stored (default: $XDG_DATA_HOME/heron, ~/.local/share/heron)",
-    )
-    parser.add_argument(
-        "--log-level", dest="log_level", choices=["debug", "info", "warning", "error"]
-    )
+    add_flags(parser, AGENT_FLAGS)
     return parser
-
-
-def add_model_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--max-tokens", dest="max_tokens", type=int, help="output tokens per model answer"
-    )
-    parser.add_argument(
-        "--context-window",
-        dest="context_window",
-        type=int,
-        help="the model's context window in tokens (default: asked from the server)",
-    )
-    parser.add_argument(
-        "--tool-calls",
-        dest="tool_calls",
-        choices=TOOL_CALL_MODES,
-        help="native, text (<tool_call> blocks in the answer) or auto (the default)",
-    )
 
 
 def main(argv: list[str]) -> int:
@@ -303,8 +280,9 @@ class Exec:
 
     def open_session(self) -> None:
         if self.resumed is None:
-            params = {"cwd": str(self.cwd), "mcpServers": [], **self.run_meta()}
-            session = self.request("session/new", params)
+            session = self.request(
+                "session/new", {"cwd": str(self.cwd), "mcpServers": [], **self.run_meta()}
+            )
             self.session_id = session["sessionId"]
             self.trace.info(f"session {self.session_id}")
             return

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from agent.config import ConfigError, Settings, load_settings
+from agent.config import ConfigError, Settings, add_flags, load_settings
 from agent.store import db
 from agent.store.db import SessionRow
 from agent.store.store import data_dir
@@ -107,12 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="one JSON object per session (ACP SessionInfo: sessionId, cwd, title, updatedAt)",
     )
     parser.add_argument("--limit", type=int, help="at most this many (the newest)")
-    parser.add_argument(
-        "--data-dir",
-        dest="data_dir",
-        help="where sessions are stored (default: $XDG_DATA_HOME/heron, ~/.local/share/heron)",
-    )
-    parser.add_argument("--config", help="TOML config file")
+    add_flags(parser, ("data_dir", "config"))
     return parser
 
 
@@ -152,10 +147,11 @@ def main(argv: list[str]) -> int:
 def print_table(rows: list[SessionRow]) -> None:
     if not rows:
         return
-    table = [("ID", "UPDATED", "TITLE", "CWD")] + [
-        (row.id, local_time(row.updated_at), row.title or "(untitled)", row.cwd) for row in rows
+    table = [
+        tuple(printable(cell) for cell in line)
+        for line in [("ID", "UPDATED", "TITLE", "CWD")]
+        + [(row.id, local_time(row.updated_at), row.title or "(untitled)", row.cwd) for row in rows]
     ]
-    table = [tuple(printable(cell) for cell in line) for line in table]
     widths = [max(len(line[i]) for line in table) for i in range(3)]
     for line in table:
         cells = [cell.ljust(width) for cell, width in zip(line, widths, strict=False)]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import replace
 
 from agent.llm.events import Finished, LLMEvent, RawToolCall, TextDelta, ToolCallNamed
@@ -102,7 +102,9 @@ def is_text_call(call: RawToolCall) -> bool:
     return call.index >= FIRST_INDEX
 
 
-async def text_tool_calls(events: AsyncIterator[LLMEvent]) -> AsyncIterator[LLMEvent]:
+async def text_tool_calls(
+    events: AsyncIterator[LLMEvent],
+) -> AsyncGenerator[LLMEvent, None]:
     """The stream with its `<tool_call>` blocks taken out of the text and made tool calls."""
     parser = BlockParser()
     calls: list[RawToolCall] = []

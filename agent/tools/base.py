@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import copy
 import enum
+import os
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
@@ -24,11 +25,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from pydantic import BaseModel
 
 from agent.acp.protocol import ContentItem, PlanEntry, ToolCallContent, ToolCallLocation, ToolKind
-from agent.tools.seen import SeenFiles
+from agent.config import MAX_TOOL_OUTPUT_CHARS
+from agent.files.backend import ClientRequest, Files
+from agent.files.seen import SeenFiles
 
 if TYPE_CHECKING:
     from agent.sandbox import Sandbox
-    from agent.tools.files_backend import Files
 
 
 _schemas: dict[type[BaseModel], dict[str, Any]] = {}  # Tool.input_schema's, by argument model
@@ -88,8 +90,6 @@ class ToolResult:
 
 ToolEvent = Progress | PlanChanged | ToolResult
 
-ClientRequest = Callable[[str, dict[str, Any]], Awaitable[Any]]
-
 
 class FileChanges:
     """Told by the file tools right before and after they change a file, so the change can be
@@ -131,13 +131,13 @@ class ToolContext:
         p = Path(path).expanduser()
         if not p.is_absolute():
             p = self.cwd / p
-        return Path(_normpath(str(p)))
+        return Path(os.path.normpath(p))
 
-
-def _normpath(path: str) -> str:
-    import os.path
-
-    return os.path.normpath(path)
+    @property
+    def output_chars(self) -> int:
+        """What the model reads of one tool result: a tool that cuts its own output (keeping
+        what matters, such as a command's last lines) fits it in this."""
+        return getattr(self.settings, "max_tool_output_chars", None) or MAX_TOOL_OUTPUT_CHARS
 
 
 class ToolError(Exception):
@@ -157,7 +157,7 @@ class Tool(ABC, Generic[ArgsT]):
         """JSON Schema of the arguments, as sent to the model.
 
         Generated once per argument model (tens of ms for all tools, which every session's
-        first request would pay again; `agent.warmup` pays it in the background), then copied.
+        first request would pay again; `agent.app.warmup` pays it in the background), then copied.
         """
         schema = _schemas.get(self.Args)
         if schema is None:
@@ -203,7 +203,9 @@ class Tool(ABC, Generic[ArgsT]):
         """Title, locations and preview content. Cheap, and never raises."""
 
     @abstractmethod
-    def execute(self, args: ArgsT, ctx: ToolContext, preview: Preview) -> AsyncIterator[ToolEvent]:
+    def execute(
+        self, args: ArgsT, ctx: ToolContext, preview: Preview
+    ) -> AsyncGenerator[ToolEvent, None]:
         """Run the call: yield Progress/PlanChanged, then exactly one ToolResult.
 
         Raising ToolError (or any exception) is also allowed: the loop turns it into a failed
@@ -217,7 +219,7 @@ class OneShotTool(Tool[ArgsT]):
 
     async def execute(
         self, args: ArgsT, ctx: ToolContext, preview: Preview
-    ) -> AsyncIterator[ToolEvent]:
+    ) -> AsyncGenerator[ToolEvent, None]:
         try:
             result = await self.run(args, ctx, preview)
         except ToolError as exc:

@@ -19,11 +19,11 @@ import anyio
 from pydantic import BaseModel, Field
 
 from agent.acp.protocol import ContentItem, DiffItem, ToolCallLocation
+from agent.files.backend import Current
+from agent.files.disk import NotAFile, NotText, WriteFailed
+from agent.files.paths import display_path, printable
+from agent.files.seen import lines_of
 from agent.tools.base import OneShotTool, Preview, Safety, ToolContext, ToolError, ToolResult
-from agent.tools.files_backend import Current
-from agent.tools.files_io import NotAFile, NotText, WriteFailed
-from agent.tools.paths import display_path, printable
-from agent.tools.seen import lines_of
 
 MAX_READ_LINES = 2000
 MAX_READ_BYTES = 256 * 1024
@@ -35,9 +35,6 @@ SNIPPET_CONTEXT = 3  # lines shown around an edit in its result
 
 def location(path: Path, line: int | None = None) -> ToolCallLocation:
     return ToolCallLocation(path=printable(str(path)), line=line)
-
-
-split_lines = lines_of
 
 
 def numbered(lines: list[str], first: int) -> list[str]:
@@ -65,7 +62,7 @@ def first_changed_line(old: str, new: str) -> int:
 
 
 def count_lines(text: str) -> int:
-    return len(split_lines(text)) if text else 0
+    return len(lines_of(text)) if text else 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -413,7 +410,7 @@ class EditFile(OneShotTool[EditFileArgs]):
         new, count = apply_edit(old, args, shown)
         await _write(ctx, path, new, old)
         line, last = changed_lines(old or "", new)
-        lines = split_lines(new)
+        lines = lines_of(new)
         first_shown = max(1, line - SNIPPET_CONTEXT)
         last_shown = min(len(lines), last + SNIPPET_CONTEXT, first_shown + 40)
         snippet = "\n".join(numbered(lines[first_shown - 1 : last_shown], first_shown))
@@ -462,7 +459,8 @@ def apply_edit(old: str | None, args: EditFileArgs, shown: str) -> tuple[str, in
     if count == 0:
         raise ToolError(_not_found(old, args.old_string, shown))
     if count > 1 and not args.replace_all:
-        lines, at = [], old.find(find)
+        lines: list[str] = []
+        at = old.find(find)
         while at >= 0 and len(lines) < 10:
             lines.append(str(old.count("\n", 0, at) + 1))
             at = old.find(find, at + len(find))
@@ -480,7 +478,7 @@ def _not_found(text: str, find: str, shown: str) -> str:
         "see its current text."
     )
     first = next((line.strip() for line in find.split("\n") if line.strip()), "")
-    for n, line in enumerate(split_lines(text), 1):
+    for n, line in enumerate(lines_of(text), 1):
         if first and first in line:
             return f"{reason} (Its first line appears at line {n}; the difference is after it.)"
     return reason
@@ -504,7 +502,9 @@ class DeletePathArgs(BaseModel):
 
 class DeletePath(OneShotTool[DeletePathArgs]):
     name = "delete_path"
-    description = "Delete a file, or a folder with everything in it. This cannot be undone."
+    description = (
+        "Delete a file, or a folder with everything in it (the user can take it back with /undo)."
+    )
     kind = "delete"
     Args = DeletePathArgs
     default_safety = Safety.DESTRUCTIVE

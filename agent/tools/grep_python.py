@@ -3,7 +3,7 @@
 Python's `re` backtracks: a pattern like `(a+)+$` can take longer than the universe on one line,
 and the matcher cannot be interrupted, not even by a cancelled turn, while it holds the GIL
 the whole server needs. So `agent.tools.search` runs this module as a separate interpreter
-(`python -I -S`, importing nothing beyond the standard library and `agent.tools.paths`),
+(`python -I -S`, importing nothing beyond the standard library and `agent.files.paths`),
 sends it the search as JSON on stdin, reads the hits as JSON from stdout, and kills it on
 cancel or when its time budget is spent.
 
@@ -20,7 +20,7 @@ import re
 import sys
 from pathlib import Path
 
-from agent.tools.paths import Tree, glob_filter, read_regular
+from agent.files.paths import Tree, glob_filter, read_regular
 
 MAX_GREP_LINE_CHARS = 500
 
@@ -117,13 +117,13 @@ def decode(data: bytes) -> str | None:
 # ---------------------------------------------------------------------------------------------
 # The child process
 
-# Run with `python -I -S -c BOOT <agent dir> <agent/tools dir>`: the two packages are stood in
-# for by bare modules, so their __init__ (pydantic, anyio...) is not imported.
+# Run with `python -I -S -c BOOT <agent dir>`: the packages are stood in for by bare modules,
+# so their __init__ (pydantic, anyio...) is not imported.
 BOOT = """\
 import sys, types
-for name, path in (("agent", sys.argv[1]), ("agent.tools", sys.argv[2])):
+for name in ("agent", "agent.tools", "agent.files"):
     module = types.ModuleType(name)
-    module.__path__ = [path]
+    module.__path__ = [sys.argv[1] + name[len("agent"):].replace(".", "/")]
     sys.modules[name] = module
 from agent.tools.grep_python import serve
 serve()
@@ -131,8 +131,8 @@ serve()
 
 
 def worker_argv() -> list[str]:
-    tools = Path(__file__).resolve().parent
-    return [sys.executable, "-I", "-S", "-c", BOOT, str(tools.parent), str(tools)]
+    agent_dir = Path(__file__).resolve().parent.parent
+    return [sys.executable, "-I", "-S", "-c", BOOT, str(agent_dir)]
 
 
 def request(root: Path, pattern: str, flags: int, glob: str | None, hits: Hits) -> bytes:

@@ -7,7 +7,7 @@ keeps no state: it forwards the list and tells the model where it stands.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -43,7 +43,7 @@ class TodoWrite(Tool[TodoWriteArgs]):
 
     async def execute(
         self, args: TodoWriteArgs, ctx: ToolContext, preview: Preview
-    ) -> AsyncIterator[ToolEvent]:
+    ) -> AsyncGenerator[ToolEvent, None]:
         entries = [
             PlanEntry(content=todo.content, status=todo.status, priority=todo.priority)
             for todo in args.todos

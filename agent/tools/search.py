@@ -3,7 +3,7 @@
 When a ripgrep binary is at hand (next to the Python interpreter or on PATH) it does the
 walking and matching; otherwise the same search runs in Python, in a child process that is
 killed on cancel (`agent.tools.grep_python`: `re` cannot be interrupted). Both feed the same
-collector and formatter, and `agent.tools.paths.Tree` walks the way the rg flags below
+collector and formatter, and `agent.files.paths.Tree` walks the way the rg flags below
 make rg walk, so the model sees the same output either way. rg runs unsorted (in parallel)
 and its files are then put in the walk's order; only when it finds more than RG_OVERSHOOT
 times the match cap is it stopped early, and which matches are shown then depends on timing.
@@ -34,11 +34,11 @@ import anyio
 from anyio.abc import ByteReceiveStream, Process
 from pydantic import BaseModel, Field
 
+from agent.files.paths import Rules, Tree, allowed_by, display_path, glob_filter, printable
 from agent.processes.tree import forget, open_process
 from agent.tools.base import OneShotTool, Preview, Safety, ToolContext, ToolError, ToolResult
 from agent.tools.files import location
 from agent.tools.grep_python import Hits, Line, parse_reply, request, shown_line, worker_argv
-from agent.tools.paths import Rules, Tree, allowed_by, display_path, glob_filter, printable
 
 MAX_FIND_RESULTS = 1000
 MAX_GREP_MATCHES = 200
@@ -448,7 +448,7 @@ async def _grep_rg(rg: str, root: Path, args: GrepArgs, hits: Hits) -> bool:
     argv += ["-e", args.pattern, "--", target]
     # rg's --glob lets an included file through even when .gitignore ignores it; put the
     # .gitignore back in charge.
-    recheck = tree is not None and bool(args.glob) and not args.glob.startswith("!")
+    recheck = tree is not None and args.glob is not None and not args.glob.startswith("!")
     current: list[Line] = []
     found: list[tuple[str, list[Line]]] = []
     matches = 0

@@ -17,7 +17,7 @@ import re
 import shutil
 import signal
 import subprocess
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from pathlib import Path
 from typing import Any
@@ -36,8 +36,8 @@ from agent.acp.protocol import (
     TerminalItem,
     TerminalOutputResult,
     TerminalParams,
+    ToolCallContent,
 )
-from agent.permissions.commands import command_keys
 from agent.processes.env import command_env, withheld
 from agent.processes.tree import CommandTree, forget, open_process
 from agent.sandbox import Sandbox, blocked_hint
@@ -52,6 +52,7 @@ from agent.tools.base import (
     ToolEvent,
     ToolResult,
 )
+from agent.tools.command_keys import command_keys
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,6 @@ POLL_INTERVAL = 0.1  # how often a quiet command is checked on
 ORPHAN_GRACE = 1.0  # after the shell exits, how long background children may hold the output
 CLIENT_OUTPUT_LIMIT = 1024 * 1024  # outputByteLimit asked of the editor's terminal
 CLIENT_CLEANUP_TIMEOUT = 5.0  # an editor that does not answer kill/release must not hang us
-DEFAULT_MODEL_CHARS = 30_000  # the model's share when settings say nothing
 
 # Pagers and prompts would wait forever on a terminal nobody types into.
 QUIET_ENV = {"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"}
@@ -117,14 +117,16 @@ class Bash(Tool[BashArgs]):
         shown = _one_line(args.command, 80)
         # The user approves what they see: a command the title shortens or flattens is shown
         # whole (`ls\nrm -rf x` must not read as `ls rm -rf x`).
-        whole = [] if shown == args.command.strip() else [ContentItem.of(_fenced(args.command))]
+        whole: list[ToolCallContent] = (
+            [] if shown == args.command.strip() else [ContentItem.of(_fenced(args.command))]
+        )
         outside = not args.sandbox and ctx.sandbox is not None and ctx.sandbox.confining()
         where = " outside the sandbox" if outside else ""
         return Preview(title=f"Run {_code_span(shown)}{where}", content=whole)
 
     async def execute(
         self, args: BashArgs, ctx: ToolContext, preview: Preview
-    ) -> AsyncIterator[ToolEvent]:
+    ) -> AsyncGenerator[ToolEvent, None]:
         cwd = ctx.resolve(args.cwd) if args.cwd else ctx.cwd
         if not cwd.is_dir():
             raise ToolError(f"working directory does not exist: {cwd}")
@@ -156,7 +158,7 @@ def _client_env(ctx: ToolContext, sandbox: Sandbox | None) -> dict[str, str]:
 
 async def _run_in_client_terminal(
     args: BashArgs, ctx: ToolContext, cwd: Path, sandbox: Sandbox | None
-) -> AsyncIterator[ToolEvent]:
+) -> AsyncGenerator[ToolEvent, None]:
     # Sandboxed, the editor runs our launcher, which confines itself and then runs the shell.
     argv = _shell_argv(args.command, sandbox, "bash" if shutil.which("bash") else "sh")
     create = CreateTerminalParams(
@@ -174,7 +176,7 @@ async def _run_in_client_terminal(
         raise ToolError("the editor did not create a terminal within 30 s")
     terminal_id = CreateTerminalResult.model_validate(created).terminal_id
     ids = TerminalParams(session_id=ctx.session_id, terminal_id=terminal_id).dump()
-    embed = [TerminalItem(terminal_id=terminal_id)]
+    embed: list[ToolCallContent] = [TerminalItem(terminal_id=terminal_id)]
 
     status: TerminalExitStatus | None = None
     running = True  # the command may still run: kill it before releasing
@@ -239,7 +241,7 @@ async def _quietly(ctx: ToolContext, method: str, params: dict[str, Any]) -> Non
 
 async def _run_locally(
     args: BashArgs, ctx: ToolContext, cwd: Path, sandbox: Sandbox | None
-) -> AsyncIterator[ToolEvent]:
+) -> AsyncGenerator[ToolEvent, None]:
     buffer = OutputBuffer()
     tree = CommandTree()
     argv = [shutil.which("bash") or "/bin/sh", "-c", args.command]
@@ -430,8 +432,7 @@ def _decode(data: bytes) -> str:
 
 def _model_budget(ctx: ToolContext) -> tuple[int, int]:
     """Head and tail sizes that fit what the loop lets the model read, so the tail survives."""
-    chars = getattr(ctx.settings, "max_tool_output_chars", None) or DEFAULT_MODEL_CHARS
-    budget = max(1000, chars - 200)  # room for the status line and the omission note
+    budget = max(1000, ctx.output_chars - 200)  # room for the status line and the omission note
     return min(HEAD_BYTES, budget // 3), min(TAIL_BYTES, budget - budget // 3)
 
 

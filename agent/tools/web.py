@@ -13,7 +13,7 @@ from __future__ import annotations
 import codecs
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -72,14 +72,14 @@ class Fetch(Tool[FetchArgs]):
 
     async def execute(
         self, args: FetchArgs, ctx: ToolContext, preview: Preview
-    ) -> AsyncIterator[ToolEvent]:
+    ) -> AsyncGenerator[ToolEvent, None]:
         url = args.url.strip()
         problem = _url_problem(url)
         if problem:
             yield ToolResult.failure(problem)
             return
         page = await _download(url)
-        limit = min(MAX_CHARS, getattr(ctx.settings, "max_tool_output_chars", None) or MAX_CHARS)
+        limit = min(MAX_CHARS, ctx.output_chars)
         yield page.result(requested=url, limit=max(1000, limit - 300))
 
 

@@ -9,15 +9,24 @@ from __future__ import annotations
 import json
 import logging
 from contextlib import aclosing
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import anyio
 from pydantic import ValidationError
 
-from agent.acp.protocol import ContentItem, PlanUpdate, ToolCallProgress, ToolCallStart
+from agent.acp.protocol import (
+    ContentItem,
+    PlanUpdate,
+    ToolCallContent,
+    ToolCallProgress,
+    ToolCallStart,
+)
+from agent.context.history import answer_dangling_calls
+from agent.errors import Refused
 from agent.llm import RawToolCall
 from agent.tools.base import PlanChanged, Preview, Progress, Safety, Tool, ToolError, ToolResult
-from agent.turn.permission import permit
+from agent.turn.permission import Gate, permit
 from agent.turn.updates import Updates
 
 if TYPE_CHECKING:
@@ -33,6 +42,13 @@ class ToolCalls:
         self.scope = scope  # the turn's: a permission question the editor cancels ends it
         self.open: set[str] = set()  # announced, not yet completed or failed
         self.results: dict[str, str] = {}  # call id → what the model reads of its result
+
+    @cached_property
+    def gate(self) -> Gate:
+        """What the permission checks read (made at the first call: the tools' context is
+        made on first use)."""
+        session = self.session
+        return Gate(lambda: session.mode, session.permissions, session.roots, session.tool_context)
 
     def announce(self, model_call_id: str, name: str, tool: Tool[Any] | None = None) -> str:
         """Show a call as soon as the model names it (or Heron's own `tool`, e.g. /undo's);
@@ -110,13 +126,17 @@ class ToolCalls:
             return self.fail(
                 call_id, f"Invalid arguments for {call.name}: {_readable(exc)}", raw_args
             )
-        return await self.run_tool(call_id, tool, args, raw_args)
+        try:
+            return await self.run_tool(call_id, tool, args, raw_args)
+        except Refused as exc:  # the call is failed already; the model reads why
+            return str(exc)
 
     async def run_tool(
         self, call_id: str, tool: Tool[Any], args: Any, raw_args: dict[str, Any]
     ) -> str:
         """Run an announced call of `tool` with parsed `args`: preview, permission, execute,
-        result. Returns what the model reads."""
+        result. Returns what the model reads; raises Refused (agent.errors), the call
+        failed, when it may not run."""
         session = self.session
         preview = await self._describe(tool, args)
         self.updates.emit(
@@ -130,9 +150,11 @@ class ToolCalls:
         )
         if session.mode == "auto" and tool.sandboxed(args) and (notice := session.sandbox.notice()):
             self.updates.say(notice)  # once: no sandbox here, or one without network rules
-        problem = await permit(session, self.scope, call_id, tool, args, preview, raw_args)
-        if problem:
-            return self.fail(call_id, problem)
+        try:
+            await permit(self.gate, self.scope, call_id, tool, args, preview, raw_args)
+        except Refused as exc:
+            self.fail(call_id, str(exc))
+            raise
         self.updates.emit(ToolCallProgress(tool_call_id=call_id, status="in_progress"))
         session.undo.ran(tool, args)  # notes commands, whose changes /undo cannot take back
         result = await self._execute(call_id, tool, args, preview)
@@ -160,7 +182,7 @@ class ToolCalls:
                                 locations=event.locations,
                             )
                         )
-                    await self.session.connection.drain()  # back-pressure from a slow editor
+                    await self.updates.drain()  # back-pressure from a slow editor
         except ToolError as exc:
             return ToolResult.failure(str(exc))
         except Exception as exc:
@@ -180,7 +202,9 @@ class ToolCalls:
         return reason
 
     def finish(self, call_id: str, result: ToolResult, raw_input: Any = None) -> None:
-        content = result.content if result.content is not None else [ContentItem.of(result.output)]
+        content: list[ToolCallContent] = (
+            result.content if result.content is not None else [ContentItem.of(result.output)]
+        )
         self.updates.emit(
             ToolCallProgress(
                 tool_call_id=call_id,
@@ -200,21 +224,9 @@ class ToolCalls:
             self.finish(call_id, ToolResult.failure(reason))
         # Every tool call in the history needs a tool message, or the next request is invalid.
         history = self.session.history
-        for index in range(len(history) - 1, -1, -1):
-            message = history[index]
-            if message["role"] == "assistant" and message.get("tool_calls"):
-                answered = {
-                    m.get("tool_call_id") for m in history[index + 1 :] if m["role"] == "tool"
-                }
-                for call in message["tool_calls"]:
-                    if call["id"] not in answered:
-                        content = self.results.get(call["id"], reason)
-                        history.append(
-                            {"role": "tool", "tool_call_id": call["id"], "content": content}
-                        )
-                return
-            if message["role"] == "user":
-                return
+        history[:] = answer_dangling_calls(
+            history, lambda call_id: self.results.get(call_id, reason)
+        )
 
 
 def truncate_middle(text: str, limit: int) -> str:

@@ -11,6 +11,7 @@ fails the tool calls still open and silences the updates. One model request is
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
 
 import anyio
@@ -23,55 +24,41 @@ from agent.acp.protocol import (
     TextContent,
     UserMessageChunk,
 )
-from agent.acp.wire import INTERNAL_ERROR, RpcError
-from agent.commands.run import run_command
 from agent.context.prompt import system_prompt, user_message
+from agent.errors import ConfigBroken, NotConfigured
 from agent.store.replay import user_link_update
 from agent.turn.calls import ToolCalls
-from agent.turn.model import Model
+from agent.turn.model import Model, context_window
 from agent.turn.updates import Updates
 
 if TYPE_CHECKING:
     from agent.session import Session
 
-NOT_CONFIGURED = (
-    "Heron has no model configured. Run `heron setup` in a terminal: it asks for the endpoint "
-    "(OpenAI, Ollama, vLLM, LM Studio, OpenRouter, llama.cpp), the key and the model, and saves "
-    "them in ~/.config/heron/config.toml. Or set OPENAI_API_KEY (and HERON_MODEL) for OpenAI, "
-    "or OPENAI_BASE_URL for another OpenAI-compatible server, in the `env` of Heron's entry in "
-    "your editor's agent settings or as --base-url/--model flags."
-)
 CANCELLED = "Cancelled by the user."
-
-
-def broken_config(problem: str) -> str:
-    return (
-        f"Heron cannot use its settings: {problem}. Fix it (or run `heron setup`) and "
-        "send the prompt again."
-    )
 
 
 class Turn:
     def __init__(self, session: Session, scope: anyio.CancelScope) -> None:
         self.session = session
         self.scope = scope
-        self.updates = Updates(session)
+        self.updates = Updates(
+            notify=session.notify,
+            save=session.save,
+            window=partial(context_window, session),
+            drain=session.connection.drain,
+            tool_specs=session.tool_specs,
+        )
         self.calls = ToolCalls(session, self.updates, scope)
         self.model = Model(session, self.updates, self.calls)
         session.undo.start_turn()  # file changes from here on belong to this turn (/undo)
 
-    async def run(self, blocks: list[PromptBlock]) -> StopReason:
-        stop_reason = await run_command(self, blocks)  # a slash command (agent.commands)
-        if stop_reason is not None:
-            return stop_reason
-        return await self.converse(blocks)
-
     def check_configured(self) -> None:
+        """Raise ConfigBroken or NotConfigured (agent.errors) unless a model can be asked."""
         settings = self.session.settings
         if settings.problem:
-            raise RpcError(INTERNAL_ERROR, broken_config(settings.problem))
+            raise ConfigBroken(settings.problem)
         if not settings.llm_configured:
-            raise RpcError(INTERNAL_ERROR, NOT_CONFIGURED)
+            raise NotConfigured()
 
     async def converse(self, blocks: list[PromptBlock], record: bool = True) -> StopReason:
         """The model ↔ tools loop on `blocks`; `record=False` when the transcript already
@@ -106,9 +93,11 @@ class Turn:
         """The user's prompt in the transcript, so `session/load` replays it."""
         for block in blocks:
             if isinstance(block, TextBlockIn):
-                self.session.record(UserMessageChunk(content=TextContent(text=block.text)).dump())
+                self.session.transcript.record(
+                    UserMessageChunk(content=TextContent(text=block.text)).dump()
+                )
             elif isinstance(block, ResourceLinkIn):
-                self.session.record(
+                self.session.transcript.record(
                     user_link_update(block.uri, block.name, block.title, block.mime_type)
                 )
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import weakref
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -18,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from agent.acp.protocol import AgentMessageChunk, AgentThoughtChunk, TextContent
-from agent.acp.wire import INTERNAL_ERROR, RpcError
 from agent.context.compaction import compact, needs_compaction
 from agent.context.prompt import without_audio
 from agent.context.usage import context_size, estimate_tokens, overflowed
+from agent.errors import ModelFailure
 from agent.llm import (
     ContextTooLong,
     Finished,
@@ -55,10 +54,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("heron.turn")
 
-# Sessions already told that the server's template cannot take tools (told once per session).
-_told_no_tools: weakref.WeakSet[Session] = weakref.WeakSet()
-# Sessions already told that their tool calls go as text (`tool_calls = "auto"`).
-_told_text: weakref.WeakSet[Session] = weakref.WeakSet()
 TEXT_MODE = (
     "Note: {why}, so Heron now describes the tools in the system prompt and the model calls "
     "them by writing <tool_call> blocks ({model} at {where}; set tool_calls to native or "
@@ -103,7 +98,7 @@ class Model:
         await self.compact_history(force=False)
         try:
             return await self._ask_once()
-        except RpcError as exc:
+        except ModelFailure as exc:
             cause = exc.__cause__
             if isinstance(cause, ToolsRefused) and self.use_text(Switch.REFUSED):
                 return await self._ask_once()
@@ -121,7 +116,7 @@ class Model:
     async def compact_history(self, force: bool) -> bool:
         """Replace the older history with a summary (agent.context.compaction); True if it did."""
         session = self.session
-        window = await context_size(session.settings, session.context_limit)
+        window = await context_window(session)
         system, _, tools = self.request_parts()
         fixed = estimate_tokens([system, *tools])
         if not force and (
@@ -164,8 +159,8 @@ class Model:
         """Tell each session once that `auto` sends its tool calls as text, and why."""
         session = self.session
         why = switched(session.settings)
-        if why is not None and session not in _told_text:
-            _told_text.add(session)
+        if why is not None and TEXT_MODE not in session.told:
+            session.told.add(TEXT_MODE)
             model, at = session.settings.model, where(session.settings)
             self.updates.say(TEXT_MODE.format(why=why.value, model=model, where=at))
 
@@ -194,10 +189,10 @@ class Model:
                         ids[event.index] = self.calls.announce(event.call_id, event.name)
                     else:
                         finished = event
-                    await session.connection.drain()  # back-pressure from a slow editor
+                    await self.updates.drain()  # back-pressure from a slow editor
         except LLMError as exc:
             if text or not self._drop_refused_audio(exc):
-                raise RpcError(INTERNAL_ERROR, str(exc)) from exc
+                raise ModelFailure(str(exc)) from exc
             # Told as the answer, and the prompt ends normally: the session goes on in text
             # (and a client that only checks the prompt succeeds is not told it failed).
             notice = AUDIO_REFUSED.format(error=exc)
@@ -209,8 +204,8 @@ class Model:
             if finished is None and text:  # cut off: keep what the user already saw
                 session.history.append({"role": "assistant", "content": "".join(text)})
         assert finished is not None
-        if notice := thought_notice(session):
-            self.updates.say(notice)
+        if refused_level := thought_notice(session.settings, session.told):
+            self.updates.say(refused_level)
         calls = [(ids[c.index], c) for c in finished.tool_calls if c.index in ids]
         if tools and any(is_text_call(c) for _, c in calls):
             self.use_text(Switch.WRITTEN)  # `tools` was sent, yet the model wrote its calls
@@ -269,13 +264,18 @@ class Model:
         if known_tool_support(session.settings) is False:
             if session.settings.tool_calls == "auto":
                 self.use_text(Switch.TEMPLATE)
-            elif session.settings.tool_calls == "native" and session not in _told_no_tools:
-                _told_no_tools.add(session)
+            elif session.settings.tool_calls == "native" and NO_TOOLS not in session.told:
+                session.told.add(NO_TOOLS)
                 self.updates.say(NO_TOOLS.format(where=where(session.settings)))
 
     async def _probe_tool_support(self) -> None:
         if await probe_tool_support(self.session.settings) is False and not self.updates.closed:
             await self.check_tool_support()
+
+
+async def context_window(session: Session) -> int:
+    """The size of the session's context window, in tokens (agent.context.usage)."""
+    return await context_size(session.settings, session.context_limit)
 
 
 def _json_or_wrapped(arguments: str) -> str:

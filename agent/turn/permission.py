@@ -4,65 +4,75 @@ needed, and decide again after the answer (agent.permissions has the rules)."""
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import anyio
 from pydantic import ValidationError
 
 from agent.acp.protocol import RequestPermissionParams, RequestPermissionResult, ToolCallFields
 from agent.acp.wire import ConnectionClosed, RpcError
-from agent.permissions.policy import Decision, decide, options_for, real_paths
-from agent.tools.base import Preview, Tool
-
-if TYPE_CHECKING:
-    from agent.session import Session
+from agent.errors import Refused, RejectedByUser
+from agent.permissions.policy import Decision, PermissionMemory, decide, options_for, real_paths
+from agent.tools.base import Preview, Tool, ToolContext
 
 log = logging.getLogger("heron.turn")
 
-REJECTED = "Rejected by the user: the call was not run. Do not retry it; ask or take another way."
+
+@dataclass
+class Gate:
+    """What deciding on a session's tool call reads. The mode is read anew at each decision:
+    it may change while a question is open."""
+
+    mode: Callable[[], str]
+    memory: PermissionMemory  # the session's "always" answers
+    roots: list[Path]  # the workspace
+    ctx: ToolContext  # the tools' context: the session id, the client's requests
 
 
 async def permit(
-    session: Session,
+    gate: Gate,
     scope: anyio.CancelScope,
     call_id: str,
     tool: Tool[Any],
     args: Any,
     preview: Preview,
     raw_args: dict[str, Any],
-) -> str | None:
-    """None when the call may run now; else why not (what the model is told).
+) -> None:
+    """Return when the call may run now; else raise Refused saying why (what the model is
+    told), RejectedByUser when the user said no.
 
     A question the editor cancels (the user pressed Stop) cancels `scope`, the turn's.
     """
-    ctx = session.tool_context
-    verdict = decide(session.mode, tool, args, ctx, session.permissions, session.roots)
+    ctx = gate.ctx
+    verdict = decide(gate.mode(), tool, args, ctx, gate.memory, gate.roots)
     if verdict.decision is Decision.REFUSE:
-        return verdict.reason
+        raise Refused(verdict.reason)
     if verdict.decision is Decision.ALLOW:
-        return None
+        return
     before = real_paths(tool, args, ctx)
-    if not await ask(session, scope, call_id, tool, verdict.keys, preview, raw_args):
-        return REJECTED
+    if not await ask(gate, scope, call_id, tool, verdict.keys, preview, raw_args):
+        raise RejectedByUser()
     # The question may have been open for minutes: the mode, the remembered answers or
     # where a path leads (a symlink swapped in) may have changed. Decide again, now.
     after = real_paths(tool, args, ctx)
     if after != before:
         changed = zip(after, before, strict=False)
         moved = ", ".join(f"{now} (was {then})" for now, then in changed if now != then)
-        return (
+        raise Refused(
             f"Not run: while permission was asked, the target changed; it now leads to "
             f"{moved or ', '.join(after)}. Nothing was written. Look at it again before "
             "retrying."
         )
-    again = decide(session.mode, tool, args, ctx, session.permissions, session.roots)
+    again = decide(gate.mode(), tool, args, ctx, gate.memory, gate.roots)
     if again.decision is Decision.REFUSE:
-        return again.reason
-    return None
+        raise Refused(again.reason)
 
 
 async def ask(
-    session: Session,
+    gate: Gate,
     scope: anyio.CancelScope,
     call_id: str,
     tool: Tool[Any],
@@ -72,7 +82,7 @@ async def ask(
 ) -> bool:
     """`session/request_permission`; True if the user allowed, remembering "always" answers."""
     request = RequestPermissionParams(
-        session_id=session.id,
+        session_id=gate.ctx.session_id,
         tool_call=ToolCallFields(
             tool_call_id=call_id,
             title=preview.title,
@@ -85,7 +95,7 @@ async def ask(
         options=options_for(keys),
     )
     try:
-        answer = await session.connection.request("session/request_permission", request.dump())
+        answer = await gate.ctx.client_request("session/request_permission", request.dump())
         outcome = RequestPermissionResult.model_validate(answer).outcome
     except (RpcError, ConnectionClosed, ValidationError) as exc:
         log.warning("permission request failed: %s", exc)
@@ -94,5 +104,5 @@ async def ask(
         scope.cancel()
         await anyio.lowlevel.checkpoint()
         return False
-    session.permissions.remember(outcome.option_id, keys)
+    gate.memory.remember(outcome.option_id, keys)
     return outcome.option_id in ("allow_once", "allow_always")

@@ -1,4 +1,5 @@
-"""The one place a turn's `session/update` notifications leave from.
+"""What a turn shows the editor: its `session/update`s, through the session's one way out
+(`Session.notify`).
 
 Every update goes to the editor and into the session's transcript (for `session/load`); after
 `closed` is set nothing more goes out, so no update of a turn follows its answer.
@@ -6,24 +7,32 @@ Every update goes to the editor and into the session's transcript (for `session/
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from agent.acp.protocol import (
     AgentMessageChunk,
     AgentThoughtChunk,
-    SessionNotification,
     SessionUpdate,
     TextContent,
 )
-from agent.context.usage import context_size, tokens_used
-
-if TYPE_CHECKING:
-    from agent.session import Session
+from agent.context.usage import tokens_used
 
 
 class Updates:
-    def __init__(self, session: Session) -> None:
-        self.session = session
+    def __init__(
+        self,
+        notify: Callable[..., None],
+        save: Callable[[], str | None],
+        window: Callable[[], Awaitable[int]],
+        drain: Callable[[], Awaitable[None]],
+        tool_specs: Callable[[], list[dict[str, Any]]],
+    ) -> None:
+        self.notify = notify  # Session.notify: the one way out
+        self.save = save  # Session.save: a step boundary; a notice if it cannot be saved
+        self.window = window  # the context window's size, in tokens
+        self.drain = drain  # waits while the editor reads slowly (back-pressure)
+        self.tool_specs = tool_specs  # the tools a request sends (they count in the window)
         self.closed = False
 
     def emit(self, update: SessionUpdate) -> None:
@@ -32,14 +41,10 @@ class Updates:
         if type(update) in (AgentMessageChunk, AgentThoughtChunk):
             # Streamed text, one per delta: its dump spelled out, without pydantic's walk.
             content = {"type": "text", "text": update.content.text}  # type: ignore[union-attr]
-            message = {
-                "sessionId": self.session.id,
-                "update": {"sessionUpdate": update.session_update, "content": content},
-            }
+            dumped = {"sessionUpdate": update.session_update, "content": content}
         else:
-            message = SessionNotification(session_id=self.session.id, update=update).dump()
-        self.session.notify(message["update"])
-        self.session.record(message["update"])
+            dumped = update.dump()
+        self.notify(dumped, record=True)
 
     def say(self, text: str) -> None:
         """A line of agent text (notices, summaries) as the model's own answer would appear."""
@@ -47,7 +52,7 @@ class Updates:
 
     def checkpoint(self) -> None:
         """A step boundary: the session saves what changed (never per streamed delta)."""
-        if notice := self.session.save():
+        if notice := self.save():
             self.say(notice)
 
     async def report_usage(
@@ -55,8 +60,8 @@ class Updates:
     ) -> None:
         """usage_update: how full the context is after this response (agent.context.usage).
         `messages` is what a request sends, the system message included."""
-        size = await context_size(self.session.settings, self.session.context_limit)
+        size = await self.window()
         if self.closed:
             return
-        used = tokens_used(usage, messages, reply, self.session.tool_specs())
-        self.session.notify({"sessionUpdate": "usage_update", "used": used, "size": size})
+        used = tokens_used(usage, messages, reply, self.tool_specs())
+        self.notify({"sessionUpdate": "usage_update", "used": used, "size": size})

@@ -6,5 +6,5 @@
 - `revert`: reverting one turn's changes, newest first, never over a file changed since;
   run against a simulation (the preview) or the real files.
 - `tool`: the revert as an internal tool (kind edit), so it is shown, asked and run like the
-  agent's own edits; `command`: `run_undo`, what `/undo` calls.
+  agent's own edits. The `/undo` command itself is `agent.commands.undo`.
 """

@@ -21,8 +21,8 @@ from typing import Any
 
 import anyio
 
+from agent.files.disk import text_digest
 from agent.tools.base import FileChanges, Safety, Tool
-from agent.tools.files_io import text_digest
 from agent.undo import states
 from agent.undo.states import State
 

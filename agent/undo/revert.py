@@ -13,7 +13,7 @@ left as it is, the turn's earlier changes of that path are too. Everything left 
 an undo never loses anyone's edit.
 
 Text goes through the session's `Files` (the editor's fs/write_text_file when it offers it,
-else the disk with files_io's care for links, owner and mode); what ACP cannot do (delete,
+else the disk with agent.files.disk's care for links, owner and mode); what ACP cannot do (delete,
 move, files that are not text, links, folders) is done on the local disk, like the tools do.
 """
 
@@ -28,9 +28,9 @@ from typing import Protocol
 import anyio
 
 from agent.acp.protocol import ContentItem, DiffItem, ToolCallContent
-from agent.tools.files_backend import Files
-from agent.tools.files_io import NotAFile, NotText, WriteFailed
-from agent.tools.paths import display_path, printable
+from agent.files.backend import Files
+from agent.files.disk import NotAFile, NotText, WriteFailed
+from agent.files.paths import display_path, printable
 from agent.undo import states
 from agent.undo.journal import Change, digest, text_size
 from agent.undo.states import State

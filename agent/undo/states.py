@@ -23,7 +23,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from agent.tools import files_io
+from agent.files import disk
 
 State = dict[str, Any]
 
@@ -110,13 +110,13 @@ def _capture(
                 out.append({"path": rel, "state": state})
         return {"kind": "dir", "mode": mode, "entries": out}
     if not stat.S_ISREG(st.st_mode):
-        return lost(f"it was {files_io.special_kind(st.st_mode)}")
+        return lost(f"it was {disk.special_kind(st.st_mode)}")
     if st.st_size > budget[0]:
         return lost(
             f"it was too big to keep ({_megabytes(st.st_size)}; the limit is "
             f"{_megabytes(max_bytes)})"
         )
-    fd = files_io.open_regular(path)
+    fd = disk.open_regular(path)
     with open(fd, "rb", closefd=True) as f:
         data = f.read(budget[0] + 1)
     if len(data) > budget[0]:
@@ -172,7 +172,7 @@ def create(path: Path, state: State) -> None:
         first = 0o600 if mode is not None else 0o666
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, first)
         try:
-            files_io.write_all(fd, data_of(state))
+            disk.write_all(fd, data_of(state))
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -195,8 +195,8 @@ def _chmod(path: Path, mode: int | None, default: int | None) -> None:
 
 
 def replace_bytes(path: Path, state: State) -> None:
-    """Put back a file that was not text, keeping the file's identity (files_io)."""
-    files_io.write_bytes(path, data_of(state))
+    """Put back a file that was not text, keeping the file's identity (agent.files.disk)."""
+    disk.write_bytes(path, data_of(state))
 
 
 def remove_file(path: Path) -> None:

@@ -5,14 +5,14 @@ and paths outside the workspace or under .git/ and .heron/ ask)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from pathlib import Path
 
 from pydantic import BaseModel
 
 from agent.acp.protocol import ContentItem, ToolCallContent, ToolCallLocation
+from agent.files.paths import printable
 from agent.tools.base import Preview, Safety, Tool, ToolContext, ToolEvent, ToolResult
-from agent.tools.paths import printable
 from agent.undo.journal import TurnChanges
 from agent.undo.revert import Outcome, Real, Simulated, revert
 
@@ -68,7 +68,7 @@ class UndoTool(Tool[UndoArgs]):
 
     async def execute(
         self, args: UndoArgs, ctx: ToolContext, preview: Preview
-    ) -> AsyncIterator[ToolEvent]:
+    ) -> AsyncGenerator[ToolEvent, None]:
         self.started = True
         self.outcomes = outcomes = await revert(self.turn.changes, Real(ctx.files), ctx.cwd)
         done = [o for o in outcomes if o.reverted]

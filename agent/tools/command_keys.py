@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.permissions.workspace import inside
+from agent.files.workspace import inside
 
 ANY_ARGS = "bash"  # key family: the program (and subcommand) with known-safe arguments
 EXACT = "bash-exact"  # key family: exactly this argument list

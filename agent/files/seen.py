@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.tools.files_io import text_digest
+from agent.files.disk import text_digest
 
 
 def lines_of(text: str) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from agent.acp.wire import INVALID_PARAMS, Connection, RpcError
+from agent.acp.wire import INVALID_PARAMS, RpcError
 from agent.options.apply import answered_options, choose
 
 if TYPE_CHECKING:
@@ -15,14 +15,11 @@ if TYPE_CHECKING:
 class OptionMethods:
     def __init__(
         self,
-        connection: Connection,
         find_session: Callable[[str], Session],
         parse: Callable[[type[Any], dict[str, Any]], Any],
     ) -> None:
         self.find_session = find_session
         self.parse = parse
-        connection.register("session/set_config_option", self.set_config_option)
-        connection.register("session/set_mode", self.set_mode)
 
     async def set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
         from agent.options.params import SetConfigOptionParams

@@ -1,6 +1,6 @@
 """What the first prompt of the process needs, prepared in a worker thread once a session exists.
 
-Nothing of it comes before the `session/new` answer (see `agent.acp.server`): the ACP models
+Nothing of it comes before the `session/new` answer (see `agent.app.server`): the ACP models
 (pydantic), the turn and the tools, the tools' argument schemas, and the model client (`import
 openai` alone takes about half a second). A prompt sent a second after `session/new` then
 starts as fast as any later one; one sent at once waits for this (`Session.model_ready`), in a
@@ -22,7 +22,9 @@ if TYPE_CHECKING:
 SWITCH_INTERVAL = 0.0005
 
 MODULES = (
-    "agent.turn",  # the loop, and what it imports: llm, permissions, compaction, context...
+    # A prompt (a command or a turn), and what it imports: the loop, the commands, llm,
+    # permissions, compaction, context...
+    "agent.app.prompt",
     "agent.store.db",  # sqlite3 (the store itself is opened by the first step, not here)
 )
 

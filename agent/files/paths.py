@@ -61,7 +61,8 @@ def _class(glob: str, i: int) -> tuple[str, int] | None:
 
 def _braces(glob: str, i: int) -> tuple[list[str], int] | None:
     """The alternatives of the `{a,b}` group starting at glob[i], and the index after it."""
-    depth, start, parts = 0, i + 1, []
+    depth, start = 0, i + 1
+    parts: list[str] = []
     j = i
     while j < len(glob):
         c = glob[j]
@@ -208,18 +209,32 @@ def _load(path: Path, strip: int, prefix: str = "") -> Rules | None:
     return rules if rules else None
 
 
-def read_regular(path: str) -> bytes | None:
-    """The file's bytes; None when it cannot be read or is not a regular file. O_NONBLOCK:
-    opening a FIFO would otherwise wait for a writer."""
+def read_regular(
+    path: str, max_bytes: int | None = None, follow_links: bool = True
+) -> bytes | None:
+    """The file's bytes; None when it cannot be opened or read, is not a regular file, or holds
+    more than `max_bytes`. Checked on the open descriptor, so a FIFO or device swapped in after
+    a stat is refused too; O_NONBLOCK: opening a FIFO would otherwise wait for a writer."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, flags if follow_links else flags | os.O_NOFOLLOW)
     except OSError:
         return None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
-        with open(fd, "rb", closefd=False) as f:
-            return f.read()
+        if max_bytes is None:
+            with open(fd, "rb", closefd=False) as f:
+                return f.read()
+        chunks: list[bytes] = []
+        size = 0
+        while size <= max_bytes:
+            chunk = os.read(fd, max_bytes + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return None if size > max_bytes else b"".join(chunks)
     except OSError:
         return None
     finally:

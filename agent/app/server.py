@@ -1,4 +1,4 @@
-"""The ACP methods Heron answers: initialize and session/* → sessions.
+"""The ACP methods Heron answers, all in one table (`Server.__init__`), and the live sessions.
 
 Nothing on the way to the `session/new` answer imports pydantic, the ACP models or the model
 client: `agent.acp.params` reads the params of `initialize` and `session/new`, and once a
@@ -26,23 +26,28 @@ from agent.acp.params import (
     read_initialize,
     read_new_session,
     read_prompt_blocks,
-    run_mode,
 )
 from agent.acp.params import parse as _parse
-from agent.acp.wire import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, Connection, RpcError
+from agent.acp.wire import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    Connection,
+    Handler,
+    RpcError,
+)
+from agent.app.options import OptionMethods
+from agent.app.sessions import SessionStore, run_mode
 from agent.commands import announce_after_answer
+from agent.errors import TurnFailed
 from agent.options.apply import opened
-from agent.options.methods import OptionMethods
 from agent.session import Session
-from agent.store.methods import SessionStore
 
 if TYPE_CHECKING:
     from agent.acp.protocol import StopReason
     from agent.config import Settings
 
 log = logging.getLogger("heron.server")
-
-ModelT = Any
 
 
 AUTH_REQUIRED = -32000
@@ -71,17 +76,28 @@ class Server:
         self.sessions: dict[str, Session] = {}
         self.initialized = False
         self.model_ready: anyio.Event | None = None  # see start_warming()
-        connection.register("initialize", self.initialize)
-        connection.register("authenticate", self.authenticate)
-        connection.register("logout", self.logout)
-        connection.register("session/new", self.new_session)
-        connection.register("session/prompt", self.prompt)
-        connection.register("session/cancel", self.cancel)
         self.store = SessionStore(
             settings, self.sessions, self._open_session, _parse, _check_cwd, check_directories
         )
-        self.store.register(connection)
-        OptionMethods(connection, self._session, _parse)  # set_config_option, set_mode
+        options = OptionMethods(self._session, _parse)
+        # Every ACP method Heron answers, in one place.
+        methods: dict[str, Handler] = {
+            "initialize": self.initialize,
+            "authenticate": self.authenticate,
+            "logout": self.logout,
+            "session/new": self.new_session,
+            "session/load": self.store.load,
+            "session/resume": self.store.resume,
+            "session/list": self.store.list,
+            "session/close": self.store.close,
+            "session/delete": self.store.delete,
+            "session/prompt": self.prompt,
+            "session/cancel": self.cancel,
+            "session/set_config_option": options.set_config_option,
+            "session/set_mode": options.set_mode,
+        }
+        for method, handler in methods.items():
+            connection.register(method, handler)
 
     def remember_client(self, params: dict[str, Any]) -> None:
         parsed = read_initialize(params)
@@ -133,7 +149,7 @@ class Server:
             setattr(self.settings, name, value)
 
     def start_warming(self) -> None:
-        """Prepare the first prompt in the background, once (`agent.warmup`: the ACP models,
+        """Prepare the first prompt in the background, once (`agent.app.warmup`: the ACP models,
         the turn and the tools, the model client).
 
         Started by the first session (editors send `session/new` right after `initialize`),
@@ -150,7 +166,7 @@ class Server:
         settings = dataclasses.replace(self.settings)
 
         async def warm() -> None:
-            from agent import warmup
+            from agent.app import warmup
 
             started = anyio.current_time()
             try:
@@ -194,7 +210,9 @@ class Server:
         self.store.attach(session, new=True)  # stored once the answer is out
         announce_after_answer(session)  # the slash commands
         log.info("session %s in %s", session_id, cwd)
-        return {"sessionId": session_id, **opened(session)}
+        answer = {"sessionId": session_id, **opened(session)}
+        session.hold_until_answered()  # updates about it follow the answer (Session.notify)
+        return answer
 
     def _open_session(
         self, session_id: str, cwd: Path, mcp_servers: list[dict[str, Any]]
@@ -244,9 +262,12 @@ class Server:
         async def turn(scope: anyio.CancelScope) -> StopReason:
             # Imported only now, after the warm-up (Session.model_ready) has imported it:
             # importing it earlier would stop the event loop, and a cancel, for as long.
-            from agent.turn import run_turn
+            from agent.app.prompt import run_prompt
 
-            return await run_turn(session, scope, read_blocks())
+            try:
+                return await run_prompt(session, scope, read_blocks())
+            except TurnFailed as exc:  # the one place a turn's failure becomes an answer
+                raise RpcError(INTERNAL_ERROR, str(exc)) from exc
 
         stop_reason = await session.run_turn(turn)
         return {"stopReason": stop_reason}

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agent.turn.permission import REJECTED
+from agent.errors import Refused, RejectedByUser
 from agent.undo.revert import Outcome
 from agent.undo.tool import UndoArgs, UndoTool
 
 if TYPE_CHECKING:
-    from agent.turn.loop import Turn
+    from agent.commands.conversation import Conversation
 
 NOTHING = (
     "Nothing to undo: no earlier turn of this conversation changed files with Heron's file "
@@ -22,7 +22,7 @@ NOTHING = (
 )
 
 
-async def run_undo(turn: Turn) -> None:
+async def run_undo(turn: Conversation) -> None:
     session = turn.session
     record, untracked = session.undo.last_to_undo()
     if record is None:
@@ -31,8 +31,11 @@ async def run_undo(turn: Turn) -> None:
     tool = UndoTool(record)
     args = UndoArgs(turn=record.turn)
     call_id = turn.calls.announce("undo", tool.name, tool)
+    refused: Refused | None = None
     try:
         answer = await turn.calls.run_tool(call_id, tool, args, args.model_dump())
+    except Refused as exc:
+        answer, refused = str(exc), exc
     finally:
         if tool.started:  # even when cancelled halfway: what was reverted stays reverted
             session.undo.mark_undone(record)
@@ -40,7 +43,7 @@ async def run_undo(turn: Turn) -> None:
         if tool.started:
             turn.updates.say(f"The undo failed partway; some files may be reverted: {answer}")
             return
-        why = "you rejected it." if answer == REJECTED else answer
+        why = "you rejected it." if isinstance(refused, RejectedByUser) else answer
         message = f"Nothing was undone, no file was changed: {why}"
         if tool.preview is not None and not any(o.reverted for o in tool.preview):
             session.undo.mark_undone(record)  # nothing left of it to take back: move on

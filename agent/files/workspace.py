@@ -1,5 +1,6 @@
 """Whether a path is inside the session's workspace (its roots), as written and with symlinks
-followed: a link inside may lead out. Shared by the policy and the shell-command matcher."""
+followed: a link inside may lead out. Shared by the permission policy and the shell-command
+keys (agent.tools.command_keys)."""
 
 from __future__ import annotations
 

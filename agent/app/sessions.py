@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from agent.acp.params import run_mode
 from agent.acp.wire import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 from agent.commands import announce_now
+from agent.config import MODES
+from agent.context.history import answer_dangling_calls
 from agent.options.apply import opened
-from agent.store.replay import replay_updates
-from agent.store.saver import Saver, restore, title_update
+from agent.store.replay import INTERRUPTED, replay_updates
+from agent.store.saver import Saver, title_update
 from agent.store.store import LogFailure, Store, data_dir
 
 if TYPE_CHECKING:
@@ -67,13 +68,6 @@ class SessionStore:
             self._store = Store(data_dir(self.settings) / "sessions.db")
         return self._store
 
-    def register(self, connection: Any) -> None:
-        connection.register("session/load", self.load)
-        connection.register("session/resume", self.resume)
-        connection.register("session/list", self.list)
-        connection.register("session/close", self.close)
-        connection.register("session/delete", self.delete)
-
     def attach(self, session: Session, new: bool = False) -> Saver:
         """Give a session its saver; a `new` one gets its row once the answer is out."""
         saver = Saver(self.store)
@@ -86,7 +80,7 @@ class SessionStore:
         if not self._pruned:  # once a process, with the first row it writes
             self._pruned = True
             self.store.write(_prune_unprompted)
-        saver.create(session)
+        saver.create(session.stored_parts())
 
     async def flush(self) -> None:
         if self._store is not None:
@@ -185,7 +179,7 @@ class SessionStore:
             stored = _readable(await self._read(query), session_id, None)
         session = self.make_session(session_id, cwd, parsed.mcp_servers)
         session.additional_directories = directories
-        restore(session, stored, self.attach(session))
+        _put_back(session, stored, self.attach(session))
         if mode := run_mode(params):
             session.mode = mode  # for this run only: the saved mode stays the stored one
         if [str(d) for d in directories] != stored.row.additional_dirs:
@@ -208,7 +202,7 @@ async def _answer_restored(session: Session) -> dict[str, Any]:
     answer = opened(session)
     await announce_now(session)  # the slash commands (a bounded scan of the command folders)
     if session.title:
-        session.notify(title_update(session))
+        session.notify(title_update(session.title))
     if session.settings.llm_configured:
         session.notify(await _context_meter(session))
     session.hold_updates()
@@ -272,11 +266,39 @@ def _prune_unprompted(conn: Any) -> None:
     db.prune_unprompted(conn, before.strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
 
 
+def _put_back(session: Session, stored: StoredSession, saver: Saver) -> None:
+    """Put a stored conversation back into a fresh session."""
+    # A history cut mid-turn (a killed process) may have calls without results.
+    session.history = answer_dangling_calls(stored.history, lambda _call_id: INTERRUPTED)
+    session.transcript.replace(stored.transcript)
+    session.title = stored.row.title
+    session.undo.restore(stored.undo)
+    if stored.row.mode:
+        session.mode = session.saved_mode = stored.row.mode
+    session.choices.restore(stored.row.options)
+    for update in stored.transcript:
+        if update.get("sessionUpdate") == "tool_call" and update.get("toolCallId"):
+            session.new_call_id(update["toolCallId"])  # new calls must not reuse these ids
+    saver.restored(stored, session.history)
+
+
 async def _end(session: Session) -> None:
     """Cancel its turn, stop its MCP servers, and wait until the turn has answered and saved
     its last step."""
     await session.aclose()
     await session.wait_idle()
+
+
+def run_mode(params: dict[str, Any]) -> str | None:
+    """`_meta.heron.mode`: the mode a client wants this run of the session in (`heron exec`:
+    its --mode or --yes), for this process only: the session keeps the mode it is saved with
+    (the one it had before, or the default), so a one-shot `--yes` never lets a later editor
+    reopen it in full access. The client answers every permission question anyway, so this
+    grants it nothing it could not do already."""
+    meta = params.get("_meta")
+    heron = meta.get("heron") if isinstance(meta, dict) else None
+    mode = heron.get("mode") if isinstance(heron, dict) else None
+    return mode if mode in MODES else None
 
 
 def _encode_cursor(updated_at: str, session_id: str) -> str:

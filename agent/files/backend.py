@@ -6,25 +6,28 @@ go through `fs/read_text_file` (unsaved changes included) and writes through
 for too: an editor buffer never saved is the user's text (the editor's "not found" means new).
 A client that offers only one of the two gets the local disk for both: reading the buffer but
 writing the disk (or the reverse) would drop either the unsaved lines or the lines only on
-disk. The disk side lives in `files_io` (strict UTF-8, FIFOs refused, writes that keep links,
+disk. The disk side lives in `disk` (strict UTF-8, FIFOs refused, writes that keep links,
 owner, mode and xattrs).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 
-from agent.tools import files_io
-from agent.tools.base import ClientRequest
-from agent.tools.files_io import Lines, NotText, WriteFailed
-from agent.tools.seen import lines_of
+from agent.acp.wire import RpcError
+from agent.files import disk
+from agent.files.disk import Lines, NotText, WriteFailed
+from agent.files.seen import lines_of
 
 RESOURCE_NOT_FOUND = -32002
+
+ClientRequest = Callable[[str, dict[str, Any]], Awaitable[Any]]  # ask the client, await it
 
 
 @dataclass
@@ -57,7 +60,7 @@ class Files:
         on_disk = await anyio.to_thread.run_sync(_local_kind, path)
         if not self.via_editor:
             return await anyio.to_thread.run_sync(
-                files_io.read_lines, path, first, limit, max_bytes, max_line_bytes
+                disk.read_lines, path, first, limit, max_bytes, max_line_bytes
             )
         if on_disk and await anyio.to_thread.run_sync(_binary, path):
             raise NotText(binary=True)
@@ -65,7 +68,8 @@ class Files:
         text = await self._editor_read(path, {"line": first, "limit": limit + 1})
         lines = lines_of(text)
         more = len(lines) > limit
-        out, size = [], 0
+        out: list[str] = []
+        size = 0
         for line in lines[:limit]:
             size += len(line.encode("utf-8", "surrogatepass")) + 1
             if size > max_bytes and out:
@@ -75,7 +79,7 @@ class Files:
         encoding = None
         if on_disk and "\ufffd" in text:
             # The editor may have decoded a non-UTF-8 file with replacement characters.
-            problem = await anyio.to_thread.run_sync(files_io.text_problem, path)
+            problem = await anyio.to_thread.run_sync(disk.text_problem, path)
             encoding = problem.encoding if problem else None
         total = first - 1 + len(out) if not more else None
         return Lines(out, more, total, encoding, cut=False)
@@ -95,14 +99,14 @@ class Files:
             if not on_disk:
                 return Current(None)
             try:
-                text, st = await anyio.to_thread.run_sync(files_io.read_text, path)
+                text, st = await anyio.to_thread.run_sync(disk.read_text, path)
             except FileNotFoundError:
                 return Current(None)
             return Current(text, st)
         # Asked even when nothing is on disk: an unsaved buffer (a new file never saved, or
         # one deleted on disk that the editor kept open) is the user's text all the same.
         if on_disk:
-            problem = await anyio.to_thread.run_sync(files_io.text_problem, path)
+            problem = await anyio.to_thread.run_sync(disk.text_problem, path)
             if problem:
                 raise problem
         try:
@@ -116,8 +120,6 @@ class Files:
         return Current(text)
 
     async def _editor_read(self, path: Path, extra: dict[str, Any]) -> str:
-        from agent.acp.wire import RpcError
-
         params = {"sessionId": self._session_id, "path": str(path), **extra}
         try:
             result: Any = await self._request("fs/read_text_file", params)
@@ -136,28 +138,26 @@ class Files:
         """Replace the file's text; the new disk stat when written locally. WriteFailed (the
         file untouched) when the disk refuses."""
         if self.via_editor:
-            from agent.acp.wire import RpcError
-
             params = {"sessionId": self._session_id, "path": str(path), "content": text}
             try:
                 await self._request("fs/write_text_file", params)
             except RpcError as exc:
                 raise WriteFailed(f"The editor did not write {path}: {exc.reason}") from exc
             return None
-        return await anyio.to_thread.run_sync(files_io.write_text, path, text)
+        return await anyio.to_thread.run_sync(disk.write_text, path, text)
 
 
 def _local_kind(path: Path) -> bool:
     """Whether the path exists on the local disk as a file (symlinks followed); NotAFile for a
     FIFO, device or socket, IsADirectoryError for a folder; refused before any open."""
     try:
-        files_io.check_regular(path)
+        disk.check_regular(path)
     except FileNotFoundError:
         return False
     return True
 
 
 def _binary(path: Path) -> bool:
-    fd = files_io.open_regular(path)
+    fd = disk.open_regular(path)
     with open(fd, "rb", closefd=True) as f:
-        return b"\0" in f.read(files_io.SNIFF_BYTES)
+        return b"\0" in f.read(disk.SNIFF_BYTES)

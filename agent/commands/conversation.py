@@ -1,0 +1,75 @@
+"""The running conversation a command handler works with: Protocols, so that commands import
+neither the turn nor the session (both sit above them). `agent.turn.Turn` satisfies
+`Conversation`, and `agent.session.Session` satisfies `ConversationState`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+from agent.commands.catalog import CommandHost
+from agent.options.holder import OptionHolder
+
+if TYPE_CHECKING:
+    from agent.acp.protocol import PromptBlock, StopReason
+    from agent.tools.base import Tool
+    from agent.undo.journal import UndoJournal
+
+
+class ConversationState(CommandHost, OptionHolder, Protocol):
+    """The session's state the handlers read and change."""
+
+    history: list[dict[str, Any]]  # the model's view (OpenAI chat messages)
+
+    @property
+    def context_limit(self) -> int | None:
+        """The window a server's error revealed, if any (`Session.context_limit`)."""
+
+    @property
+    def undo(self) -> UndoJournal: ...
+
+    async def store_ready(self) -> None: ...
+
+
+class Said(Protocol):
+    """Where a handler's own words go: to the editor and into the transcript."""
+
+    def say(self, text: str) -> None: ...
+
+    def checkpoint(self) -> None:
+        """A step boundary: the session saves what changed."""
+
+    async def report_usage(
+        self, usage: dict[str, Any] | None, messages: list[dict[str, Any]], reply: str
+    ) -> None: ...
+
+
+class ToolRunner(Protocol):
+    """Running one tool call as the model's are run: shown, asked, run, answered."""
+
+    def announce(self, model_call_id: str, name: str, tool: Tool[Any] | None = None) -> str: ...
+
+    async def run_tool(
+        self, call_id: str, tool: Tool[Any], args: Any, raw_args: dict[str, Any]
+    ) -> str: ...
+
+
+class Conversation(Protocol):
+    """The running prompt turn, as a command handler gets it."""
+
+    @property
+    def session(self) -> ConversationState: ...
+
+    @property
+    def updates(self) -> Said: ...
+
+    @property
+    def calls(self) -> ToolRunner: ...
+
+    def check_configured(self) -> None:
+        """Raise, as a prompt fails, when no model is set up."""
+
+    def record_prompt(self, blocks: list[PromptBlock]) -> None:
+        """What the user typed, in the transcript (session/load replays it)."""
+
+    async def converse(self, blocks: list[PromptBlock], record: bool = True) -> StopReason:
+        """A model turn on `blocks` (the model ↔ tools loop)."""

@@ -1,0 +1,60 @@
+"""Why a turn (or one of its tool calls) cannot go on: a few named exceptions.
+
+The turn raises them where the problem is found and never builds a JSON-RPC error itself:
+what ends the prompt (`TurnFailed`) is answered as an error by the one place that runs a
+prompt (`agent.app.server`, `Server.prompt`); what ends only a tool call (`Refused`) is caught
+by the tool calls (`agent.turn.calls`), which tell the model and mark the call `failed`.
+`/undo` (agent.commands.undo) tells a rejection apart by its type (`RejectedByUser`). A cancelled
+turn is anyio's cancel scope, not an exception of this family: `Session.run_turn` answers
+`cancelled` for it.
+
+The family imports nothing: the turn raises it, and the commands below the turn (which run
+tool calls and check the configuration through it) catch or pass it on.
+"""
+
+from __future__ import annotations
+
+NOT_CONFIGURED = (
+    "Heron has no model configured. Run `heron setup` in a terminal: it asks for the endpoint "
+    "(OpenAI, Ollama, vLLM, LM Studio, OpenRouter, llama.cpp), the key and the model, and saves "
+    "them in ~/.config/heron/config.toml. Or set OPENAI_API_KEY (and HERON_MODEL) for OpenAI, "
+    "or OPENAI_BASE_URL for another OpenAI-compatible server, in the `env` of Heron's entry in "
+    "your editor's agent settings or as --base-url/--model flags."
+)
+REJECTED = "Rejected by the user: the call was not run. Do not retry it; ask or take another way."
+
+
+class TurnFailed(Exception):
+    """The prompt cannot be answered with a stop reason; the message says why (for the user)."""
+
+
+class NotConfigured(TurnFailed):
+    """No model is configured."""
+
+    def __init__(self) -> None:
+        super().__init__(NOT_CONFIGURED)
+
+
+class ConfigBroken(TurnFailed):
+    """The settings cannot be used (a config file that does not parse, a bad value)."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(
+            f"Heron cannot use its settings: {problem}. Fix it (or run `heron setup`) and "
+            "send the prompt again."
+        )
+
+
+class ModelFailure(TurnFailed):
+    """The model request failed (`__cause__` is the `agent.llm.LLMError`)."""
+
+
+class Refused(Exception):
+    """A tool call may not run; the message is what the model is told."""
+
+
+class RejectedByUser(Refused):
+    """The user answered the permission question with "reject"."""
+
+    def __init__(self) -> None:
+        super().__init__(REJECTED)
