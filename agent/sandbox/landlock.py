@@ -15,7 +15,7 @@ allowed), and from ABI 6 signals and abstract Unix sockets reaching outside the 
 
 from __future__ import annotations
 
-import _signal  # not `signal`: its enums would slow the launcher's start
+import _signal  # type: ignore[import-not-found]  # not `signal`: its enums slow the start
 import ctypes
 import os
 import sys

@@ -30,7 +30,7 @@ import sys
 
 if __name__ == "__main__":  # a bare script: `-I` leaves its folder off sys.path
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import landlock
+    import landlock  # type: ignore[import-not-found]  # the bare script beside this one
 else:  # Heron reads the wire format from here
     from agent.sandbox import landlock
 
@@ -55,7 +55,7 @@ def main(argv: list[str]) -> int:
     except OSError as exc:
         print(f"heron sandbox: cannot confine the commands: {exc.strerror}", file=sys.stderr)
         return landlock.DENIED
-    landlock._libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # type: ignore[union-attr]
+    landlock._libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     control.sendall(b"R")
     Zygote(control).serve()
     return 0
