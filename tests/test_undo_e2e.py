@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from fake_openai import Call, text, tool_calls
+from undo_helpers import diffs, final, undo
 
 FULL = ("--mode", "full-access")
 FS_CAPS = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": False}
@@ -30,35 +31,6 @@ def turn(fake_llm, client, session_id: str, *calls: Call) -> dict[str, Any]:
     result = client.prompt(session_id, "change things")
     assert result["stopReason"] == "end_turn"
     return result
-
-
-def undo(fake_llm, client, session_id: str) -> tuple[str, list[dict[str, Any]]]:
-    """Run /undo: its agent message and its tool call updates. The model is not asked."""
-    asked = len(fake_llm.requests)
-    result = client.prompt(session_id, "/undo")
-    assert result["stopReason"] == "end_turn"
-    assert len(fake_llm.requests) == asked
-    message = "".join(
-        u["content"]["text"]
-        for u in result["updates"]
-        if u["sessionUpdate"] == "agent_message_chunk"
-    )
-    calls = [
-        u for u in result["updates"] if u["sessionUpdate"] in ("tool_call", "tool_call_update")
-    ]
-    return message, calls
-
-
-def final(calls: list[dict[str, Any]]) -> dict[str, Any]:
-    """The undo tool call as the editor ends up showing it."""
-    shown: dict[str, Any] = {}
-    for update in calls:
-        shown.update({k: v for k, v in update.items() if k != "sessionUpdate"})
-    return shown
-
-
-def diffs(call: dict[str, Any]) -> list[dict[str, Any]]:
-    return [c for c in call.get("content") or [] if c["type"] == "diff"]
 
 
 def stop(client) -> None:
