@@ -6,7 +6,7 @@ Starts `bash -c CMD` (Heron's environment) the three ways Heron can, alternating
 the same load, each round as the local runner does it (start, read the output to its end, wait
 for the exit status):
 
-- unsandboxed: `agent.processes.tree.open_process`, as `bash` outside auto mode;
+- unsandboxed: `agent.tools.shell.start_unconfined`, as `bash` outside auto mode;
 - zygote: through the session's confined zygote (`Sandbox.spawn`), as `bash` in auto mode;
   its one start per session (a Python start, ~10 ms) is outside the rounds;
 - launcher: through the launcher script (`Sandbox.launcher`), a Python start per command,
@@ -24,7 +24,6 @@ import os
 import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,9 +33,10 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agent.processes.tree import forget, open_process
+from agent.processes.tree import forget
 from agent.sandbox import Sandbox, available
 from agent.sandbox.landlock import abi_version
+from agent.tools.shell import start_unconfined
 
 TICK_MS = 1000 / os.sysconf("SC_CLK_TCK")
 
@@ -59,15 +59,7 @@ def zygote_cpu_ms(sandbox: Sandbox) -> float:
 
 
 async def plain_round(argv: list[str], env: dict[str, str], cwd: str) -> None:
-    proc = await open_process(
-        argv,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        cwd=cwd,
-        env=env,
-        start_new_session=True,
-    )
+    proc = await start_unconfined(argv, env, cwd)  # as `bash` starts it outside auto mode
     assert proc.stdout is not None
     async for _ in proc.stdout:
         pass

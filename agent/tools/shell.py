@@ -257,15 +257,7 @@ async def _run_locally(
                 raise ToolError(str(exc)) from exc
             raise
     else:
-        proc = await open_process(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            cwd=cwd,
-            env=env,
-            start_new_session=True,  # its own process group: one killpg reaches most descendants
-        )
+        proc = await start_unconfined(argv, env, cwd)
     tree.attach(proc.pid)
 
     async def close() -> None:
@@ -462,3 +454,17 @@ def _one_line(text: str, limit: int) -> str:
 
 def _code_span(text: str) -> str:
     return f"`` {text} ``" if "`" in text else f"`{text}`"
+
+
+async def start_unconfined(argv: list[str], env: dict[str, str], cwd: Path | str) -> Any:
+    """A command outside the sandbox: output and errors on one pipe, no input, and its own
+    session, so one killpg reaches most of what it starts."""
+    return await open_process(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        cwd=cwd,
+        env=env,
+        start_new_session=True,
+    )
