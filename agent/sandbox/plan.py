@@ -1,0 +1,262 @@
+"""What a sandboxed command sees: the mount plan of the namespace paths, and Landlock's rules.
+
+The namespace paths (bubblewrap, or Heron's own namespaces) build a new root from this plan,
+applied in order (a later entry shadows an earlier one):
+
+- the system read-only (`SYSTEM_READS`), symlinked top-level folders kept as symlinks;
+- `/run`, `/var/run`, `$XDG_RUNTIME_DIR` empty private tmpfs (sockets of D-Bus, Docker, Wayland,
+  systemd live there), `/tmp` the session's private temporary folder (so `/tmp/.X11-unix` and
+  the ssh-agent's `/tmp/ssh-*` are gone), a fresh `/dev` (no terminal of the user's but the
+  command's own) and `/proc` (only the sandbox's processes);
+- of the home folder only the toolchain caches of `HOME_READS` and the folders on PATH,
+  read-only;
+- the Python running Heron and Heron's own package, read-only;
+- the roots (the workspace) writable, bound from descriptors opened when the session started;
+- inside the roots, read-only again: `.git` (and where a `.git` file, `commondir` or
+  `core.hooksPath` lead), `.heron`, submodules' `.git`, Heron's config folder and
+  installation when they lie there.
+
+Paths are absolute and the same inside and outside, so a command's cwd and its arguments mean
+what they meant to the model. Landlock (a second layer, same process) then allows reading
+everything the plan shows and writing only the roots, `/tmp` and `/dev/shm`.
+
+Without namespaces (Landlock alone, `landlock_rules`), Landlock's rules are the only wall: the
+same reads, writes to the roots and the private TMPDIR, and no terminal device but `/dev/tty`.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+SYSTEM_READS = (
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/sys",
+    "/nix/store", "/snap", "/gnu/store",
+)  # fmt: skip
+# Under $HOME: what builds need, never credentials (~/.cargo/credentials.toml stays out).
+HOME_READS = (
+    ".cargo/bin", ".cargo/registry", ".cargo/git", ".rustup", ".npm", ".cache/pip",
+    "go/pkg", ".pyenv", ".nvm", ".gitconfig", ".config/git/config", ".config/git/ignore",
+    ".config/git/attributes",
+)  # fmt: skip
+# Where programs keep sockets and session state that must not be reached: made empty.
+HIDDEN = ("/run", "/var/run", "/var/lock")
+# Devices a command may open for writing without namespaces (Landlock alone). Not /dev/pts
+# nor /dev/ptmx there: the user's other terminals are /dev/pts/N and Landlock cannot tell
+# them from the command's own.
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/random", "/dev/urandom")
+PROTECTED = (".git", ".heron")  # inside each root, read-only for commands
+
+Op = list[str | int]  # ["ro", src, dst], ["rw-fd", fd, dst], ["tmpfs", dst], …
+
+
+@dataclass(frozen=True)
+class Root:
+    """A workspace folder as it was when the session started: its real path, its identity,
+    and a descriptor that keeps pointing at it whatever its path leads to later."""
+
+    path: str  # the real path (symlinks resolved once)
+    device: int
+    inode: int
+    fd: int  # O_PATH, kept open for the session
+
+
+Identity = tuple[str, int, int]  # real path, device, inode
+
+
+def identity(path: Path | str) -> Identity | None:
+    """What a root is now: its real path and its inode (None if it is not a folder)."""
+    real = os.path.realpath(path)
+    try:
+        st = os.stat(real)
+    except OSError:
+        return None
+    return (real, st.st_dev, st.st_ino) if stat.S_ISDIR(st.st_mode) else None
+
+
+def home_reads(home: Path) -> list[str]:
+    return [str(home / name) for name in HOME_READS]
+
+
+def path_reads(home: Path, path_env: str) -> list[str]:
+    """The folders on PATH, never the home folder itself (nor `/`), which would open all of
+    it."""
+    reads = []
+    for folder in path_env.split(os.pathsep):
+        path = Path(folder)
+        if path.is_absolute() and path not in (home, *home.parents):
+            reads.append(folder)
+    return reads
+
+
+def heron_reads() -> list[str]:
+    """The Python running Heron (its environment and base installation) and Heron's package:
+    the sandbox's zygote and launcher run from there."""
+    package = Path(__file__).resolve().parent.parent
+    found = {sys.prefix, sys.base_prefix, str(Path(sys.executable).resolve().parent)}
+    found.add(str(package))
+    return sorted(found)
+
+
+def landlock_rules(
+    roots: Iterable[str], tmpdir: str, home: Path, path_env: str
+) -> dict[str, list[str]]:
+    """Landlock alone: what a command may read, write and open as a device."""
+    reads = [*SYSTEM_READS, "/proc", "/run/current-system"]
+    reads += heron_reads() + path_reads(home, path_env) + home_reads(home)
+    return {"read": reads, "write": [*roots, tmpdir], "device": list(DEVICES)}
+
+
+def namespace_landlock_rules(roots: Iterable[str]) -> dict[str, list[str]]:
+    """Landlock inside the namespaces: everything the plan shows may be read (the mounts
+    decide what is there); writes only where the plan binds writable folders."""
+    return {"read": ["/"], "write": [*roots, "/tmp", "/dev/shm"], "device": ["/dev"]}
+
+
+def mount_plan(
+    roots: list[Root],
+    tmpdir: str,
+    home: Path,
+    path_env: str,
+    protected_outside: Iterable[str] = (),
+    runtime_dir: str | None = None,
+) -> list[Op]:
+    """The new root, in order. `protected_outside`: Heron's config folder and config file,
+    made read-only where they lie inside a root."""
+    plan: list[Op] = []
+    for place in SYSTEM_READS:
+        plan += _system(place)
+    plan += [["tmpfs", "/run"], ["symlink", "/run", "/var/run"], ["tmpfs", "/var/lock"]]
+    if os.path.isdir("/run/current-system"):  # NixOS: its programs live behind /run
+        plan.append(["ro", "/run/current-system", "/run/current-system"])
+    if runtime_dir and not any(_under(runtime_dir, hidden) for hidden in HIDDEN):
+        plan.append(["tmpfs", runtime_dir])
+    plan += [["dev", "/dev"], ["proc", "/proc"]]
+    plan += [["rw", tmpdir, "/tmp"], ["symlink", "/tmp", "/var/tmp"]]
+    for place in [*home_reads(home), *path_reads(home, path_env), *heron_reads()]:
+        if os.path.exists(place) and not any(_under(place, s) for s in SYSTEM_READS):
+            plan.append(["ro", place, place])
+    for root in roots:
+        plan.append(["rw-fd", root.fd, root.path])
+    for place in protected_paths(roots, protected_outside):
+        plan.append(["ro", place, place])
+    return plan
+
+
+def protected_paths(roots: list[Root], outside: Iterable[str] = ()) -> list[str]:
+    """What must stay read-only inside the writable roots: each root's `.git` and `.heron`,
+    where git's metadata really lies (a `.git` file's `gitdir:`, `commondir`, a hooks folder
+    set by `core.hooksPath`, submodules), and Heron's own config and installation."""
+    found: list[str] = []
+    for root in roots:
+        for name in PROTECTED:
+            found += _real_targets(os.path.join(root.path, name))
+        found += git_metadata(root.path)
+    found += [p for place in [*outside, *heron_reads()] for p in _real_targets(place)]
+    inside = [p for p in dict.fromkeys(found) if any(_under(p, r.path) for r in roots)]
+    return sorted(inside, key=len)
+
+
+def git_metadata(root: str) -> list[str]:
+    """Where the repository at `root` keeps what git runs: the git folder a `.git` file names,
+    its `commondir`, the hooks folder of `core.hooksPath` (husky) and the submodules' `.git`."""
+    found: list[str] = []
+    dot_git = os.path.join(root, ".git")
+    gitdir = _gitdir_of(dot_git)
+    if gitdir is None:
+        return found
+    found.append(gitdir)
+    common = _read_small(os.path.join(gitdir, "commondir"))
+    if common:
+        found.append(os.path.normpath(os.path.join(gitdir, common.strip())))
+    for config in {os.path.join(gitdir, "config"), os.path.join(found[-1], "config")}:
+        hooks = _hooks_path(_read_small(config) or "", root)
+        if hooks:
+            found.append(hooks)
+    for sub in _submodule_paths(_read_small(os.path.join(root, ".gitmodules")) or ""):
+        path = os.path.normpath(os.path.join(root, sub))
+        if _under(path, root):
+            found += _real_targets(os.path.join(path, ".git"))
+            sub_gitdir = _gitdir_of(os.path.join(path, ".git"))
+            if sub_gitdir:
+                found.append(sub_gitdir)
+    return found
+
+
+def _system(place: str) -> list[Op]:
+    """A system folder as it is: a merged-/usr symlink (`/bin` → `usr/bin`) stays a symlink."""
+    if os.path.islink(place):
+        return [["symlink", os.readlink(place), place]]
+    return [["ro", place, place]] if os.path.isdir(place) else []
+
+
+def _real_targets(path: str) -> list[str]:
+    """`path` if it exists, and where it leads if it is a symlink (both must be protected:
+    the link's target is what git or Heron will read)."""
+    if not os.path.lexists(path):
+        return []
+    targets = [path] if not os.path.islink(path) else []
+    real = os.path.realpath(path)
+    if real != path and os.path.exists(real):
+        targets.append(real)
+    return targets
+
+
+def _gitdir_of(dot_git: str) -> str | None:
+    """The git folder of a `.git` entry: itself, or the one a `gitdir:` file names."""
+    if os.path.isdir(dot_git):
+        return os.path.realpath(dot_git)
+    text = _read_small(dot_git)
+    if text and text.startswith("gitdir:"):
+        target = text[len("gitdir:") :].strip()
+        return os.path.realpath(os.path.join(os.path.dirname(dot_git), target))
+    return None
+
+
+def _hooks_path(config: str, root: str) -> str | None:
+    """`core.hooksPath` of a git config file, absolute (relative paths are from the work
+    tree, as git takes them)."""
+    section = ""
+    for raw in config.splitlines():
+        line = raw.strip()
+        if line.startswith("["):
+            section = line.strip("[]").strip().lower()
+            continue
+        key, sep, value = line.partition("=")
+        if sep and section == "core" and key.strip().lower() == "hookspath":
+            value = value.strip().strip('"')
+            path = os.path.expanduser(value)
+            return os.path.realpath(os.path.join(root, path))
+    return None
+
+
+def _submodule_paths(gitmodules: str) -> list[str]:
+    paths = []
+    for raw in gitmodules.splitlines():
+        key, sep, value = raw.strip().partition("=")
+        if sep and key.strip().lower() == "path":
+            paths.append(value.strip().strip('"'))
+    return paths[:256]  # a hostile file must not make every command start slow
+
+
+def _read_small(path: str, limit: int = 256 * 1024) -> str | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None  # a FIFO or a device must not hang a zygote's start
+        return os.read(fd, limit).decode("utf-8", "replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _under(path: str, base: str) -> bool:
+    return path == base or path.startswith(base.rstrip("/") + "/")
