@@ -29,7 +29,7 @@ KEYCTL_GET_KEYRING_ID, KEY_SPEC_USER_KEYRING = 0, -4
 def attempt(name: str, action: Callable[[], object]) -> None:
     try:
         result = action()
-    except BaseException as exc:  # noqa: BLE001 (every failure is the sandbox stopping it)
+    except BaseException as exc:  # every failure is the sandbox stopping it
         print(json.dumps({"check": name, "stopped": True, "detail": repr(exc)}), flush=True)
         return
     print(json.dumps({"check": name, "stopped": False, "detail": repr(result)}), flush=True)
@@ -85,7 +85,9 @@ def main(targets_file: str) -> None:
     attempt("signal_heron", lambda: os.kill(t["heron_pid"], signal.SIGCONT))
     attempt("signal_editor", lambda: os.kill(t["editor_pid"], signal.SIGCONT))
     attempt("other_terminal", lambda: write(t["other_pty"]))
-    attempt("ptrace_heron", lambda: raise_on_minus_one(libc.ptrace(PTRACE_ATTACH, t["heron_pid"], 0, 0)))
+    attempt(
+        "ptrace_heron", lambda: raise_on_minus_one(libc.ptrace(PTRACE_ATTACH, t["heron_pid"], 0, 0))
+    )
     attempt("unshare_user", lambda: raise_on_minus_one(libc.unshare(CLONE_NEWUSER)))
     attempt(
         "keyctl",
@@ -99,7 +101,10 @@ def main(targets_file: str) -> None:
     attempt("big_file", lambda: write(t["big_file"], "x" * t["big_size"], "w"))
     attempt("big_memory", lambda: len(bytearray(t["big_memory"])))
     # Last: a job that leaves the command's process group and environment behind.
-    attempt("escape_job", lambda: os.system(f"setsid env -i sleep {t['escape_marker']} >/dev/null 2>&1 &"))
+    attempt(
+        "escape_job",
+        lambda: os.system(f"setsid env -i sleep {t['escape_marker']} >/dev/null 2>&1 &"),
+    )
 
 
 if __name__ == "__main__":

@@ -248,7 +248,9 @@ def _processes_with(marker: str) -> list[int]:
 
 
 @pytest.fixture(scope="module", params=list(PATHS))
-def attack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Attack]:
+def attack(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Attack]:
     if reason := _skip_reason(request.param):
         pytest.skip(reason)
     yield _run_attack(request.param, tmp_path_factory.mktemp(request.param))

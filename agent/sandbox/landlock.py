@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import stat
 import sys
 
 SYS_CREATE_RULESET, SYS_ADD_RULE, SYS_RESTRICT_SELF = 444, 445, 446  # same on every arch
@@ -98,7 +99,7 @@ def handled_fs(abi: int) -> int:
 
 
 def restrict_self(
-    reads: list[str], writes: list[str], devices: list[str], highest: int = 99
+    reads: list[str | int], writes: list[str | int], devices: list[str], highest: int = 99
 ) -> int:
     """Confine this process and its future children; returns the ABI used.
 
@@ -129,13 +130,17 @@ def restrict_self(
     return abi
 
 
-def _allow(ruleset: int, path: str, access: int) -> None:
+def _allow(ruleset: int, path: str | int, access: int) -> None:
+    """Allow `access` beneath `path`, or beneath what the descriptor `path` refers to."""
+    if isinstance(path, int):
+        fd = os.dup(path)
+    else:
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            return  # nothing there to allow
     try:
-        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-    except OSError:
-        return  # nothing there to allow
-    try:
-        if not os.path.isdir(path):
+        if not stat.S_ISDIR(os.fstat(fd).st_mode):
             access &= FILE_ONLY
         rule = PathBeneathAttr(allowed_access=access, parent_fd=fd)
         _syscall(SYS_ADD_RULE, ruleset, RULE_PATH_BENEATH, ctypes.byref(rule), 0)

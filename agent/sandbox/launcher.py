@@ -28,6 +28,7 @@ import json
 import os
 import signal
 import sys
+from typing import Any
 
 if __package__:
     from agent.sandbox import confine, reap
@@ -92,12 +93,17 @@ def bwrap_argv(config: dict[str, object], fds: list[int], rest: list[str]) -> li
     return [*filled, *python, *rest]
 
 
-def with_fds(layers: dict[str, object], fds: list[int]) -> dict[str, object]:
-    """The confinement with the roots' descriptors in the plan's "rw-root" entries."""
+def with_fds(layers: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+    """The confinement with the roots' descriptors where Heron left their index: the plan's
+    "rw-root" entries, Landlock's {"root": N}."""
     plan = layers.get("plan")
     if isinstance(plan, list):
         plan = [["rw-fd", fds[op[1]], op[2]] if op[0] == "rw-root" else op for op in plan]
         layers = {**layers, "plan": plan}
+    rules = layers.get("landlock")
+    if isinstance(rules, dict):
+        writes = [fds[w["root"]] if isinstance(w, dict) else w for w in rules["write"]]
+        layers = {**layers, "landlock": {**rules, "write": writes}}
     return layers
 
 

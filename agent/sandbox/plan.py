@@ -103,12 +103,14 @@ def heron_reads() -> list[str]:
 
 
 def landlock_rules(
-    roots: Iterable[str], tmpdir: str, home: Path, path_env: str
-) -> dict[str, list[str]]:
-    """Landlock alone: what a command may read, write and open as a device."""
-    reads = [*SYSTEM_READS, "/proc", "/run/current-system"]
-    reads += heron_reads() + path_reads(home, path_env) + home_reads(home)
-    return {"read": reads, "write": [*roots, tmpdir], "device": list(DEVICES)}
+    roots: list[Root], tmpdir: str, home: Path, path_env: str
+) -> dict[str, list[str | int]]:
+    """Landlock alone: what a command may read, write and open as a device. The roots are
+    given by their descriptors (whatever their paths lead to by the time the rules are made)."""
+    reads: list[str | int] = [*SYSTEM_READS, "/proc", "/run/current-system"]
+    reads += heron_reads() + path_reads(home, path_env) + home_reads(home) + git_outside(roots)
+    writes: list[str | int] = [root.fd for root in roots]
+    return {"read": reads, "write": [*writes, tmpdir], "device": list(DEVICES)}
 
 
 def namespace_landlock_rules(roots: Iterable[str]) -> dict[str, list[str]]:
@@ -140,11 +142,20 @@ def mount_plan(
     for place in [*home_reads(home), *path_reads(home, path_env), *heron_reads()]:
         if os.path.exists(place) and not any(_under(place, s) for s in SYSTEM_READS):
             plan.append(["ro", place, place])
+    for place in git_outside(roots):  # a worktree's repository: git must read it
+        plan.append(["ro", place, place])
     for root in roots:
         plan.append(["rw-fd", root.fd, root.path])
     for place in protected_paths(roots, protected_outside):
         plan.append(["ro", place, place])
     return plan
+
+
+def git_outside(roots: list[Root]) -> list[str]:
+    """Where the roots' git metadata lies outside them (a worktree's main repository), to be
+    readable: a command may read it, never write it."""
+    found = [place for root in roots for place in git_metadata(root.path)]
+    return sorted(p for p in dict.fromkeys(found) if not any(_under(p, r.path) for r in roots))
 
 
 def protected_paths(roots: list[Root], outside: Iterable[str] = ()) -> list[str]:

@@ -204,12 +204,12 @@ class Sandbox:
             "limits": self._rlimits_now(namespaced),
             "plan": self.plan(roots) if namespaced else None,
         }
-        paths = [r.path for r in roots]
         if namespaced:
+            paths = [r.path for r in roots]
             config["landlock"] = namespace_landlock_rules(paths) if abi else None
         else:
             config["landlock"] = landlock_rules(
-                paths, self.tmpdir, Path.home(), os.environ.get("PATH", "")
+                roots, self.tmpdir, Path.home(), os.environ.get("PATH", "")
             )
         return config
 
@@ -233,6 +233,9 @@ class Sandbox:
             config["bwrap"] = bwrap.argv(marked, [])[0]
         elif plan is not None:
             confinement["plan"] = [_placeholder(op, fds, None) for op in plan]
+        rules = confinement.get("landlock")
+        if rules:  # the roots' descriptors, by index, for the launcher to open its own
+            rules["write"] = [{"root": fds[w]} if isinstance(w, int) else w for w in rules["write"]]
         entry = write_launch(f"session-{id(self):x}", config)
         env = {**self.env(), "BASH_ENV": entry}
         return "bash", ["-c", command], env
@@ -259,29 +262,29 @@ class Sandbox:
 
     def _pinned_roots(self) -> list[Root]:
         """The roots as they were when the session started, each with a descriptor opened on
-        it now; a root whose path leads elsewhere now is refused (ZygoteError)."""
+        it now. A root whose path leads elsewhere now (a nested root swapped for a symlink) is
+        refused (ZygoteError), never followed."""
         current = self._roots()
-        wanted = [self._pin(root)[0] for root in current]
-        if [r.path for r in self._open_roots] == wanted and all(map(_same, self._open_roots)):
+        pins = [self._pin(root) for root in current]
+        for given, pin in zip(current, pins, strict=True):
+            if identity(given) != pin:
+                raise _moved(given)
+        if [r.path for r in self._open_roots] == [p[0] for p in pins] and all(
+            map(_same, self._open_roots)
+        ):
             return self._open_roots
         for root in self._open_roots:
             os.close(root.fd)
         self._open_roots = []
-        for given in current:
-            real, device, inode = self._pin(given)
+        for given, (real, device, inode) in zip(current, pins, strict=True):
             try:
                 fd = os.open(real, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW)
             except OSError:
-                fd = -1
+                raise _moved(given) from None
             opened = Root(real, device, inode, fd)
-            if fd < 0 or not _same(opened):
-                if fd >= 0:
-                    os.close(fd)
-                raise ZygoteError(
-                    f"the workspace folder {given} is not the folder it was when the session "
-                    f"started (it now leads to {os.path.realpath(given)}); the sandbox will not "
-                    "let commands write there. Start a new session to work in it"
-                )
+            if not _same(opened):  # swapped between the check and the open
+                os.close(fd)
+                raise _moved(given)
             self._open_roots.append(opened)
         return self._open_roots
 
@@ -379,6 +382,14 @@ def _python() -> list[str]:
     """The interpreter that runs the bare scripts: isolated, no site (nothing a command could
     have written is read: not the environment, not the current folder, not site-packages)."""
     return [sys.executable, "-I", "-S"]
+
+
+def _moved(root: Path) -> ZygoteError:
+    return ZygoteError(
+        f"the workspace folder {root} is not the folder it was when the session started (it "
+        f"now leads to {os.path.realpath(root)}); the sandbox will not let commands write "
+        "there. Start a new session to work in it"
+    )
 
 
 def _same(root: Root) -> bool:
