@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import _heron_executable, heron_env
 from fake_openai import Call, text, tool_calls
 from test_permissions_e2e import asked
 from test_tools_e2e import TERMINAL_CAPS, run_turn, statuses, tool_result
@@ -437,3 +438,22 @@ def test_without_namespaces_a_change_to_git_hooks_is_reported_once(
     assert "Warning" not in tool_result(fake_llm.requests[2], "l")  # nothing changed since
     shown = [u for u in turn["updates"] if u.get("toolCallId") == "h" and u.get("status")]
     assert ".git/hooks/pre-commit" in json.dumps(shown[-1]["content"])  # the user sees it too
+
+
+@pytest.mark.parametrize("mode", ["auto", "full-access"])
+def test_heron_exec_that_ran_a_command_ends_without_a_stray_log_line(
+    fake_llm, workspace, heron_home, mode
+):
+    """The zygotes are collected before the event loop closes: asyncio has nothing to say."""
+    fake_llm.script(bash("echo hi"), text("done"))
+    run = subprocess.run(
+        [_heron_executable(), "exec", "--cwd", workspace, "--mode", mode, "say hi"],
+        input="",
+        capture_output=True,
+        text=True,
+        env=heron_env(fake_llm, heron_home, {"HERON_LOG_LEVEL": "warning"}),
+        timeout=60,
+    )
+    assert run.returncode == 0 and run.stdout == "done\n"
+    assert "Run `echo hi`" in run.stderr
+    assert "WARNING" not in run.stderr and "Loop" not in run.stderr, run.stderr

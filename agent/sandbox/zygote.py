@@ -19,6 +19,7 @@ import marshal
 import os
 import socket
 import subprocess
+import weakref
 from pathlib import Path
 
 import anyio
@@ -34,6 +35,22 @@ REPLY_TIMEOUT = 30.0  # from sending a command to its pid: a stopped zygote must
 
 
 _retired: list[Process] = []  # closed zygotes letting their last commands end
+_live: weakref.WeakSet[Zygote] = weakref.WeakSet()
+
+
+async def stop_all(timeout: float = 5.0) -> None:
+    """At Heron's exit, while the event loop still runs: every zygote killed and collected
+    (their sandboxes end with them), so that none ends after the loop closed (asyncio would
+    log it) and none outlives Heron."""
+    processes = [z._process for z in list(_live) if z._process is not None] + _retired
+    for process in processes:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+    with anyio.move_on_after(timeout):
+        for process in processes:
+            await process.wait()
+            forget(process.pid)
+    _retired.clear()
 
 
 def _forget_retired() -> None:
@@ -58,6 +75,7 @@ class Zygote:
         self._process: Process | None = None
         self._control: socket.socket | None = None
         self._lock = anyio.Lock()  # one command handed over at a time
+        _live.add(self)
 
     async def spawn(self, argv: list[str], env: dict[str, str], cwd: Path | str) -> ConfinedProcess:
         """Start `argv` confined, stdin empty, stdout and stderr into one pipe."""
