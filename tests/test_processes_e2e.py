@@ -105,6 +105,38 @@ def test_background_jobs_die_when_the_command_ends(heron, fake_llm, workspace):
     assert_clean_stderr(client)
 
 
+@pytest.mark.parametrize("how", ["setsid env -i", "double fork"])
+def test_a_job_without_our_marker_or_group_still_dies_with_its_command(
+    heron, fake_llm, workspace, how
+):
+    """`setsid env -i` clears the environment marker and leaves the process group; a double
+    fork leaves its parent: the command's reaper keeps both in its tree."""
+    marker = f"9999.{uuid.uuid4().int % 10**6:06d}"
+    command = {
+        "setsid env -i": f"setsid env -i sleep {marker} >/dev/null 2>&1 &",
+        "double fork": f"(setsid sh -c 'env -i sleep {marker} &' >/dev/null 2>&1 &)",
+    }[how]
+    fake_llm.script(
+        tool_calls(Call("bash", {"command": f"{command} echo started"}, id="b")), text("ok")
+    )
+    client = heron(*FULL, client_capabilities=NO_CAPS)
+    assert client.prompt(client.new_session(workspace), "go")["stopReason"] == "end_turn"
+    wait_for(lambda: not _running(marker), 15, "the escaped sleep to die")
+    assert_clean_stderr(client)
+
+
+def _running(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
 def test_closing_stdin_kills_the_whole_tree(heron, fake_llm, workspace):
     client, _, _, tag = start_tree(heron, fake_llm, workspace)
     client.close_stdin()

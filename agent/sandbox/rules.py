@@ -105,6 +105,7 @@ class Sandbox:
         pins: dict[str, Identity] | None = None,
         protected: Callable[[], list[Path]] = list,
         limits: Callable[[], Limits] = Limits,
+        layers: Layers | None = None,
     ) -> None:
         self._roots = roots
         self._active = active
@@ -113,7 +114,7 @@ class Sandbox:
         self._limits = limits
         self._tmpdir: str | None = None
         self._told = False
-        self._layers: Layers | None = None
+        self._layers = layers  # None: this machine's best (agent.sandbox.support)
         self._zygote: Zygote | None = None
         self._zygote_key: Any = None
         self._open_roots: list[Root] = []
