@@ -347,6 +347,20 @@ def _run(command: str, sandbox: Sandbox, cwd: Path, confined: bool = True) -> An
     return run
 
 
+def _run_then_close(main: Any, sandbox: Sandbox) -> None:
+    """Run `main`, then end the sandbox and collect its zygotes inside the same event loop (as
+    Heron does at exit: none may end after the loop closed)."""
+
+    async def run() -> None:
+        try:
+            await main()
+        finally:
+            sandbox.close()
+            await zygote.stop_all()
+
+    anyio.run(run)
+
+
 def _server_pid(sandbox: Sandbox) -> int:
     """The zygote itself (under bubblewrap or its own monitor: the deepest zygote process)."""
     assert sandbox._zygote is not None and sandbox._zygote._process is not None
@@ -391,10 +405,7 @@ def test_the_zygote_reports_a_command_it_cannot_start_and_serves_on(tmp_path: Pa
         _, output, code = await _run("echo fine", sandbox, tmp_path)()
         assert (output, code, _server_pid(sandbox)) == (b"fine\n", 0, first)
 
-    try:
-        anyio.run(main)
-    finally:
-        sandbox.close()
+    _run_then_close(main, sandbox)
 
 
 @confining
@@ -416,10 +427,7 @@ def test_a_stopped_zygote_is_replaced(tmp_path: Path, monkeypatch: pytest.Monkey
         assert _server_pid(sandbox) != stopped
         await anyio.to_thread.run_sync(_wait_until, lambda: _gone(stopped), "the old zygote to go")
 
-    try:
-        anyio.run(main)
-    finally:
-        sandbox.close()
+    _run_then_close(main, sandbox)
 
 
 @confining
@@ -452,10 +460,7 @@ def test_new_roots_get_a_new_zygote_and_the_old_one_ends_after_its_commands(
         assert (output, code) == (b"went\n", 0)  # the retired zygote still told its status
         await anyio.to_thread.run_sync(_wait_until, lambda: _gone(old), "the old zygote to exit")
 
-    try:
-        anyio.run(main)
-    finally:
-        sandbox.close()
+    _run_then_close(main, sandbox)
 
 
 def test_a_command_outside_the_sandbox_gets_a_reaper_too(tmp_path: Path) -> None:
@@ -467,7 +472,4 @@ def test_a_command_outside_the_sandbox_gets_a_reaper_too(tmp_path: Path) -> None
         assert code == 0 and int(output) == process.pid
         assert process.reaper and process.reaper != process.pid
 
-    try:
-        anyio.run(main)
-    finally:
-        sandbox.close()
+    _run_then_close(main, sandbox)

@@ -49,6 +49,10 @@ BLOCKED_HINT = (
     'it. If the command really needs that, call bash again with "sandbox": false and say why '
     "in your message: the user will be asked to run it outside the sandbox."
 )
+GIT_HINT = (
+    " Git cannot write its repository in the sandbox (.git/ is read-only there): run a git "
+    'command that commits, checks out, fetches or stashes with "sandbox": false.'
+)
 DENIAL_WORDS = (
     "Permission denied", "Operation not permitted", "Read-only file system",
     "Network is unreachable", "Could not resolve host", "Temporary failure in name resolution",
@@ -350,7 +354,10 @@ def blocked_hint(output: str, exit_code: int | None) -> str:
     if exit_code == 0:
         return ""
     error = next((word for word in DENIAL_WORDS if word in output), None)
-    return BLOCKED_HINT.format(error=error) if error else ""
+    if not error:
+        return ""
+    git = GIT_HINT if "/.git/" in output or ".git/" in output or "index.lock" in output else ""
+    return BLOCKED_HINT.format(error=error) + git
 
 
 def blocked_for_user(output: str) -> str:

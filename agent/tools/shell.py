@@ -91,10 +91,12 @@ class Bash(Tool[BashArgs]):
         "Runs non-interactively (stdin is empty) in the session root unless `cwd` is given; "
         "the command is stopped after `timeout` seconds. Very long output is shortened to its "
         "beginning and end. Prefer the file tools for reading and editing files. In auto mode "
-        "commands run in a sandbox: they may write only the workspace and $TMPDIR, not read "
-        "the home folder outside the workspace, and have no network. A command that needs "
-        'more fails with "Permission denied"; then call again with "sandbox": false and give '
-        "the reason in your message: the user is asked to run it outside the sandbox."
+        "commands run in a sandbox: they may write only the workspace (not .git/ or .heron/) "
+        "and $TMPDIR, not read the home folder outside the workspace, and have no network; "
+        "git commands that write the repository (commit, checkout, fetch) fail there. A "
+        'command that needs more fails ("Permission denied", "Read-only file system"); then '
+        'call again with "sandbox": false and give the reason in your message: the user is '
+        "asked to run it outside the sandbox."
     )
     kind = "execute"
     Args = BashArgs
