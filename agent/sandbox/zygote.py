@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import array
 import contextlib
+import functools
 import marshal
 import os
 import socket
@@ -32,6 +33,16 @@ SERVER = str(Path(__file__).with_name("zygote_server.py").resolve())
 PIDFDS = 2  # the command's and its reaper's
 START_TIMEOUT = 30.0  # a loaded machine may take seconds to start Python
 REPLY_TIMEOUT = 30.0  # from sending a command to its pid: a stopped zygote must not hang us
+
+
+@functools.cache
+def reapers_available() -> bool:
+    """Zygotes need pidfds (Linux 5.3): elsewhere commands start the plain way."""
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except (AttributeError, OSError):
+        return False
+    return True
 
 
 _retired: list[Process] = []  # closed zygotes letting their last commands end

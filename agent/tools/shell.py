@@ -41,7 +41,7 @@ from agent.acp.protocol import (
 from agent.processes.env import command_env, withheld
 from agent.processes.tree import CommandTree, forget, open_process
 from agent.sandbox import Sandbox, blocked_for_user, blocked_hint
-from agent.sandbox.zygote import ConfinedProcess, ZygoteError
+from agent.sandbox.zygote import ConfinedProcess, ZygoteError, reapers_available
 from agent.tools.base import (
     Preview,
     Progress,
@@ -302,11 +302,12 @@ async def _run_locally(
     argv = [shutil.which("bash") or "/bin/sh", "-c", args.command]
     env = {**command_env(ctx.settings), **_extra_env(sandbox), "TERM": "dumb", **tree.env}
     proc: Process | ConfinedProcess
-    if ctx.sandbox is not None:
+    starter = sandbox or (ctx.sandbox if reapers_available() else None)
+    if starter is not None:
         # Started by a zygote of the session (confined in auto mode), below a reaper of its
         # own: whatever it leaves behind stays in its tree (agent.processes.tree).
         try:
-            proc = await ctx.sandbox.spawn(argv, env, cwd, confined=sandbox is not None)
+            proc = await starter.spawn(argv, env, cwd, confined=sandbox is not None)
         except BaseException as exc:
             tree.stop_in_background()  # by its marker: whatever started before it failed
             if isinstance(exc, ZygoteError):
