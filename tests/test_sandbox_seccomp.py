@@ -36,7 +36,8 @@ x86_64_only = pytest.mark.skipif(MACHINE != "x86_64", reason="an x86_64 ABI")
 
 # What each profile must deny with EPERM (issue 24), and the siblings the module adds: the new
 # mount API's open_tree_attr, quotactl_fd, clock_adjtime, and pidfd_getfd and kcmp, which reach
-# into other processes as ptrace does.
+# into other processes as ptrace does; without namespaces, System V IPC (another process's
+# shared memory) too.
 BOTH = set(
     """
     ptrace process_vm_readv process_vm_writev keyctl add_key request_key
@@ -51,6 +52,7 @@ BOTH = set(
 LANDLOCK_ONLY = BOTH | set(
     """
     socket connect bind truncate
+    shmget shmat shmctl semget semop semctl semtimedop msgget msgsnd msgrcv msgctl
     chmod fchmod fchmodat fchmodat2 chown fchown lchown fchownat
     setxattr lsetxattr fsetxattr setxattrat removexattr lremovexattr fremovexattr removexattrat
     file_setattr
@@ -695,6 +697,42 @@ def test_without_namespaces_no_unix_socket_outside_is_reachable(tmp_path):
         assert run.stdout == (
             "{'stream': 'Operation not permitted', 'datagram': 'Operation not permitted'}\n"
         ), run.stderr
+
+
+SHARED_MEMORY = r"""
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+address = libc.shmat(int(sys.argv[1]), None, 0)
+if address == ctypes.c_void_p(-1).value:
+    print("shmat:", ctypes.get_errno())
+else:
+    print(ctypes.string_at(address, 6).decode())
+    ctypes.memmove(address, b"hacked", 6)
+"""
+
+
+@needs_seccomp
+def test_without_namespaces_no_shared_memory_of_another_process():
+    """Landlock leaves System V IPC open: unfiltered, a command attaches the segment this
+    process made (mode 0600, same user), reads it and writes into it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.shmat.restype = ctypes.c_void_p
+    segment = libc.shmget(0, 4096, 0o1600)  # IPC_PRIVATE, IPC_CREAT | 0600
+    assert segment >= 0, os.strerror(ctypes.get_errno())
+    try:
+        address = libc.shmat(segment, None, 0)
+        ctypes.memmove(address, b"secret", 6)
+        command = [sys.executable, "-I", "-S", "-c", SHARED_MEMORY, str(segment)]
+        baseline = subprocess.run(command, capture_output=True, text=True)
+        assert baseline.stdout == "secret\n" and ctypes.string_at(address, 6) == b"hacked"
+        ctypes.memmove(address, b"secret", 6)
+        run = subprocess.run(confined("landlock-only", *command), capture_output=True, text=True)
+        assert run.stdout == f"shmat: {errno.EPERM}\n", run.stderr
+        assert ctypes.string_at(address, 6) == b"secret"
+        libc.shmdt(ctypes.c_void_p(address))
+    finally:
+        libc.shmctl(segment, 0, None)  # IPC_RMID
 
 
 @needs_seccomp
