@@ -743,3 +743,24 @@ def test_no_new_namespace_from_inside():
     for profile in PROFILES:
         run = subprocess.run(confined(profile, unshare, "-r", "true"), capture_output=True)
         assert run.returncode != 0 and b"Operation not permitted" in run.stderr
+
+
+@needs_seccomp
+def test_bwrap_takes_the_program_as_it_is(tmp_path):
+    """`bwrap --seccomp FD` reads the same bytes `build()` gives: inside, a nested user
+    namespace that bwrap alone allows is refused."""
+    bwrap = shutil.which("bwrap") or "bwrap"
+    sandbox = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all"]
+    nested = [*sandbox, "unshare", "-r", "true"]
+    if not shutil.which(bwrap) or subprocess.run(nested, capture_output=True).returncode:
+        pytest.skip("no bubblewrap here that allows a nested user namespace to deny")
+    program = tmp_path / "filter.bpf"
+    program.write_bytes(seccomp.build("namespaced"))
+    with program.open("rb") as f:
+        run = subprocess.run(
+            [*sandbox, "--seccomp", str(f.fileno()), "sh", "-c", "unshare -r true; echo $?"],
+            pass_fds=[f.fileno()],
+            capture_output=True,
+            text=True,
+        )
+    assert run.stdout == "1\n" and "Operation not permitted" in run.stderr
