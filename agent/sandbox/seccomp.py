@@ -21,11 +21,13 @@ TSYNC, any other), after no-new-privs. Two profiles:
   in every family, connect and bind (Landlock has no right for pathname Unix sockets — Docker,
   D-Bus, X11, ssh-agent — nor for UDP, and TCP only from ABI 4), socketpair other than a
   stream or seqpacket Unix pair (a datagram pair can `sendto` any named datagram socket:
-  journald, syslog), truncate by path (Landlock's TRUNCATE right came with ABI 3), and the
-  metadata calls Landlock does not cover: chmod, chown, explicit timestamps (touch's "now",
-  a null `times`, stays allowed), xattrs and file_setattr. Seccomp cannot tell a path inside
-  the workspace from one outside, so these are denied everywhere: `chmod +x`, `cp -p`, `tar x`
-  and installers that set modes fail under this profile.
+  journald, syslog), System V IPC (a command could attach, read and write the shared memory
+  of any process of the user's: an IPC namespace is what hides it), truncate by path
+  (Landlock's TRUNCATE right came with ABI 3), and the metadata calls Landlock does not
+  cover: chmod, chown, explicit timestamps (touch's "now", a null `times`, stays allowed),
+  xattrs and file_setattr. Seccomp cannot tell a path inside the workspace from one outside,
+  so these are denied everywhere: `chmod +x`, `cp -p`, `tar x` and installers that set modes
+  fail under this profile, and so do programs that need SysV shared memory (PostgreSQL).
 
 Both profiles first check that the call comes from this machine's own ABI: a call through
 another one (i386 `int 0x80` on x86_64, x32 numbers) would be read against the wrong syscall
@@ -54,34 +56,39 @@ import sys
 # arch/x86/entry/syscalls/syscall_64.tbl and scripts/syscall.tbl (the generic table of arm64);
 # the tests check them against the installed headers: a wrong one would silently leave a hole.
 TABLE = """
-ioctl              16  29 A   socket             41 198 L   connect            42 203 L
+ioctl              16  29 A   shmget             29 194 L   shmat              30 196 L
+shmctl             31 195 L   socket             41 198 L   connect            42 203 L
 bind               49 200 L   socketpair         53 199 A   clone              56 220 A
-truncate           76  45 L   chmod              90   - L   fchmod             91  52 L
-chown              92   - L   fchown             93  55 L   lchown             94   - L
-ptrace            101 117 N   utime             132   - A   personality       135  92 A
-pivot_root        155  41 N   adjtimex          159 171 N   chroot            161  51 N
-acct              163  89 N   settimeofday      164 170 N   mount             165  40 N
-umount2           166  39 N   swapon            167 224 N   swapoff           168 225 N
-reboot            169 142 N   init_module       175 105 N   delete_module     176 106 N
-quotactl          179  60 N   setxattr          188   5 L   lsetxattr         189   6 L
-fsetxattr         190   7 L   removexattr       197  14 L   lremovexattr      198  15 L
-fremovexattr      199  16 L   lookup_dcookie    212  18 N   clock_settime     227 112 N
-utimes            235   - A   kexec_load        246 104 N   add_key           248 217 N
-request_key       249 218 N   keyctl            250 219 N   fchownat          260  54 L
-futimesat         261   - A   fchmodat          268  53 L   unshare           272  97 N
-utimensat         280  88 A   perf_event_open   298 241 N   name_to_handle_at 303 264 N
-open_by_handle_at 304 265 N   clock_adjtime     305 266 N   setns             308 268 N
-process_vm_readv  310 270 N   process_vm_writev 311 271 N   kcmp              312 272 N
-finit_module      313 273 N   seccomp           317 277 .   kexec_file_load   320 294 N
-bpf               321 280 N   userfaultfd       323 282 N   io_uring_setup    425 425 N
-io_uring_enter    426 426 N   io_uring_register 427 427 N   open_tree         428 428 N
-move_mount        429 429 N   fsopen            430 430 N   fsconfig          431 431 N
-fsmount           432 432 N   fspick            433 433 N   clone3            435 435 E
-pidfd_getfd       438 438 N   mount_setattr     442 442 N   quotactl_fd       443 443 N
-fchmodat2         452 452 L   setxattrat        463 463 L   removexattrat     466 466 L
-open_tree_attr    467 467 N   file_setattr      469 469 L
+semget             64 190 L   semop              65 193 L   semctl             66 191 L
+msgget             68 186 L   msgsnd             69 189 L   msgrcv             70 188 L
+msgctl             71 187 L   truncate           76  45 L   chmod              90   - L
+fchmod             91  52 L   chown              92   - L   fchown             93  55 L
+lchown             94   - L   ptrace            101 117 N   utime             132   - A
+personality       135  92 A   pivot_root        155  41 N   adjtimex          159 171 N
+chroot            161  51 N   acct              163  89 N   settimeofday      164 170 N
+mount             165  40 N   umount2           166  39 N   swapon            167 224 N
+swapoff           168 225 N   reboot            169 142 N   init_module       175 105 N
+delete_module     176 106 N   quotactl          179  60 N   setxattr          188   5 L
+lsetxattr         189   6 L   fsetxattr         190   7 L   removexattr       197  14 L
+lremovexattr      198  15 L   fremovexattr      199  16 L   lookup_dcookie    212  18 N
+semtimedop        220 192 L   clock_settime     227 112 N   utimes            235   - A
+kexec_load        246 104 N   add_key           248 217 N   request_key       249 218 N
+keyctl            250 219 N   fchownat          260  54 L   futimesat         261   - A
+fchmodat          268  53 L   unshare           272  97 N   utimensat         280  88 A
+perf_event_open   298 241 N   name_to_handle_at 303 264 N   open_by_handle_at 304 265 N
+clock_adjtime     305 266 N   setns             308 268 N   process_vm_readv  310 270 N
+process_vm_writev 311 271 N   kcmp              312 272 N   finit_module      313 273 N
+seccomp           317 277 .   kexec_file_load   320 294 N   bpf               321 280 N
+userfaultfd       323 282 N   io_uring_setup    425 425 N   io_uring_enter    426 426 N
+io_uring_register 427 427 N   open_tree         428 428 N   move_mount        429 429 N
+fsopen            430 430 N   fsconfig          431 431 N   fsmount           432 432 N
+fspick            433 433 N   clone3            435 435 E   pidfd_getfd       438 438 N
+mount_setattr     442 442 N   quotactl_fd       443 443 N   fchmodat2         452 452 L
+setxattrat        463 463 L   removexattrat     466 466 L   open_tree_attr    467 467 N
+file_setattr      469 469 L
 """
-ROWS = [TABLE.split()[i : i + 4] for i in range(0, len(TABLE.split()), 4)]
+_WORDS = TABLE.split()
+ROWS = [_WORDS[i : i + 4] for i in range(0, len(_WORDS), 4)]
 MACHINES = ("x86_64", "aarch64")
 SYSCALLS = {
     m: {r[0]: int(r[1 + c]) for r in ROWS if r[1 + c] != "-"} for c, m in enumerate(MACHINES)
@@ -224,13 +231,17 @@ _libc: ctypes.CDLL | None = None
 _supported: bool | None = None
 
 
-def _seccomp(operation: int, flags: int, argument: object) -> int:
+def _c() -> ctypes.CDLL:
     global _libc
     if _libc is None:
         _libc = ctypes.CDLL(None, use_errno=True)
+    return _libc
+
+
+def _seccomp(operation: int, flags: int, argument: object) -> int:
     nr = SYSCALLS[os.uname().machine]["seccomp"]
     wide = [ctypes.c_long(nr), ctypes.c_long(operation), ctypes.c_long(flags)]
-    result: int = _libc.syscall(*wide, argument)
+    result: int = _c().syscall(*wide, argument)
     return result
 
 
@@ -261,11 +272,10 @@ def install(profile: str) -> None:
 
 def install_program(program: bytes) -> None:
     """Set no-new-privs, then load `program` (sock_filter records) as a seccomp filter."""
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
+    if not 0 < len(program) <= 4096 * INSN.size or len(program) % INSN.size:
+        raise SeccompError(22, f"seccomp: not a filter program ({len(program)} bytes)")
     one, zero = ctypes.c_ulong(1), ctypes.c_ulong(0)
-    if _libc.prctl(PR_SET_NO_NEW_PRIVS, one, zero, zero, zero) != 0:
+    if _c().prctl(PR_SET_NO_NEW_PRIVS, one, zero, zero, zero) != 0:
         _raise("cannot set no-new-privs")
     code = ctypes.create_string_buffer(program, len(program))
     fprog = _SockFprog(len(program) // INSN.size, ctypes.addressof(code))
