@@ -419,6 +419,19 @@ print(json.dumps([os.path.ismount("/scratch"), os.path.isdir({str(elsewhere / "m
 
 
 @needs_namespaces
+def test_the_host_s_proc_brought_along_by_a_bind_is_named_and_its_devices_are_dead() -> None:
+    code = """
+print(json.dumps({"null": attempt(os.open, "/dev/null", os.O_WRONLY),
+                  "proc": os.path.isdir("/proc/1")}))
+"""
+    run = sandbox([["ro", "/", "/"]], code)
+    assert report(run) == {"null": "EACCES", "proc": True}  # nodev: no host device opens
+    assert "the host's /proc is visible at /proc" in run.stderr
+    run = sandbox([["ro", "/", "/"], ["proc", "/proc"], ["dev", "/dev"]], code)
+    assert report(run) == {"null": "ok", "proc": True} and "visible" not in run.stderr
+
+
+@needs_namespaces
 def test_a_missing_source_is_skipped(tmp_path: Path) -> None:
     plan = [*system_plan(), ["ro", str(tmp_path / "missing"), "/m"], ["dir", "/here"]]
     code = "print(json.dumps([os.path.exists('/m'), os.path.isdir('/here')]))"
@@ -687,22 +700,22 @@ MOUNTINFO = b"""\
 22 21 0:31 / /tmp/root/a\\040b/sub rw,nodiratime,relatime - tmpfs t rw
 23 21 0:32 / /tmp/root/a\\040b/deep/er rw,relatime - tmpfs t rw
 24 21 0:33 / /tmp/root/a\\040b/deep rw,relatime - tmpfs t rw
-25 22 0:34 / /tmp/root/a\\040b/sub rw,relatime - tmpfs t rw
+25 22 0:34 / /tmp/root/a\\040b/sub rw,relatime shared:7 master:2 - tmpfs t rw
 """
 
 
 def test_the_mount_table_is_read_as_the_kernel_shows_it() -> None:
     mounts = namespaces.parse_mountinfo(MOUNTINFO)
-    assert mounts[2][2] == "/tmp/root/a b"
-    assert mounts[2][3] == (
+    assert (mounts[2].point, mounts[2].fstype, mounts[2].device) == ("/tmp/root/a b", "ext4", 2049)
+    assert mounts[2].flags == (
         namespaces.MS_RDONLY | namespaces.MS_NOSUID | namespaces.MS_NOEXEC | namespaces.MS_NOATIME
     )
-    assert mounts[1][3] & namespaces.MS_STRICTATIME  # neither relatime nor noatime
+    assert mounts[1].flags & namespaces.MS_STRICTATIME  # neither relatime nor noatime
+    assert mounts[6].fstype == "tmpfs"  # after the optional fields
     visible = namespaces.visible_mounts(mounts, "/tmp/root/a b")
     # 22 is covered by 25 on the same point; 23 by 24, mounted later on a folder above it.
-    assert sorted(point for point, _ in visible) == [
-        "/tmp/root/a b",
-        "/tmp/root/a b/deep",
-        "/tmp/root/a b/sub",
+    assert sorted((m.point, m.id) for m in visible) == [
+        ("/tmp/root/a b", 21),
+        ("/tmp/root/a b/deep", 24),
+        ("/tmp/root/a b/sub", 25),
     ]
-    assert dict(visible)["/tmp/root/a b/sub"] == namespaces.MS_RELATIME

@@ -42,8 +42,11 @@ import os
 import stat
 import struct
 import sys
-from collections.abc import Callable, Iterable, Sequence
-from typing import NoReturn
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: it slows the start
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Sequence
+    from typing import NoReturn
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
@@ -51,7 +54,7 @@ NAMESPACES = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | CLONE_N
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_NOATIME, MS_NODIRATIME, MS_BIND = 32, 1 << 10, 1 << 11, 1 << 12
-MS_REC, MS_SILENT, MS_PRIVATE = 1 << 14, 1 << 15, 1 << 18
+MS_REC, MS_SILENT, MS_UNBINDABLE, MS_PRIVATE = 1 << 14, 1 << 15, 1 << 17, 1 << 18
 MS_RELATIME, MS_STRICTATIME = 1 << 21, 1 << 24
 MNT_DETACH = 2
 MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID, MOUNT_ATTR_NODEV = 1, 2, 4
@@ -297,7 +300,7 @@ def parse_plan(plan: Iterable[Sequence[object]]) -> list[Entry]:
     """The plan's entries as (kind, source, destination); PlanError when one is malformed."""
     entries: list[Entry] = []
     for entry in plan:
-        if isinstance(entry, str | bytes) or not isinstance(entry, Sequence) or not entry:
+        if not isinstance(entry, list | tuple) or not entry:
             raise PlanError(f"not a plan entry: {entry!r}")
         kind, *args = entry
         shapes: dict[object, tuple[type, ...]] = {
@@ -431,6 +434,7 @@ class _Builder:
         self.entries = entries
         self.notes: list[str] = []
         self.own: set[int] = set()  # st_dev of the tmpfs mounts made here: the only writable ones
+        self.procs: set[int] = set()  # st_dev of the procfs mounts made here
         self.host_root = -1
         self.base = ""
 
@@ -458,6 +462,7 @@ class _Builder:
                     self._symlink(str(source), destination)
             for fd in [*(fd for fd in sources if fd is not None), *devices.values()]:
                 os.close(fd)
+            self._note_host_procs()
             # The skeleton (folders made for mount points, "dir" entries) ends read-only.
             read_only = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV
             _mount(None, _fd_path(skeleton), None, read_only, where="/")
@@ -612,6 +617,9 @@ class _Builder:
         finally:
             os.close(base)
         skeleton = self._root()
+        # It sits inside the host's tree: a recursive bind of "/" would copy it (and all built
+        # on it) into itself. Unbindable, it is left out of every copy.
+        _mount(None, _fd_path(skeleton), None, MS_UNBINDABLE, where="/")
         self.own.add(os.fstat(skeleton).st_dev)
         return skeleton
 
@@ -672,6 +680,7 @@ class _Builder:
         finally:
             os.close(target)
         proc = self._target(destination, "dir")
+        self.procs.add(os.fstat(proc).st_dev)
         try:
             for name in PROC_COVERED:  # as bubblewrap: never writable, even where allowed
                 try:
@@ -690,6 +699,23 @@ class _Builder:
                     os.close(fd)
         finally:
             os.close(proc)
+
+    def _note_host_procs(self) -> None:
+        """A bind that brought the host's /proc along (["ro", "/", "/"] and no "proc" entry on
+        /proc) shows every process of the host's, their command lines and environments (Heron's
+        API keys) included: say so."""
+        root = self._root()
+        try:
+            top = os.readlink(_fd_path(root))
+        finally:
+            os.close(root)
+        for mount in visible_mounts(_read_mountinfo(), top):
+            if mount.fstype == "proc" and mount.device not in self.procs:
+                inside = "/" + mount.point[len(top) :].lstrip("/")
+                self.notes.append(
+                    f"the host's /proc is visible at {inside}: commands can read every process"
+                    f' of the host\'s there; add a "proc" entry for {inside}'
+                )
 
     def _symlink(self, target: str, destination: str) -> None:
         where = self._locate(destination, None)
@@ -795,20 +821,42 @@ def _restrict_by_mountinfo(fd: int, flags: int) -> None:
     )
     top = os.readlink(_fd_path(fd))
     unreachable = set()
-    for point, current in visible_mounts(_read_mountinfo(), top):
-        if current | wanted != current:
+    for mount in visible_mounts(_read_mountinfo(), top):
+        if mount.flags | wanted != mount.flags:
+            flags = MS_REMOUNT | MS_BIND | MS_SILENT | mount.flags | wanted
             try:
-                _mount(None, point, None, MS_REMOUNT | MS_BIND | MS_SILENT | current | wanted)
+                _mount(None, mount.point, None, flags)
             except NamespaceError as exc:
-                if exc.errno != errno.EACCES or point == top:
+                if exc.errno != errno.EACCES or mount.point == top:
                     raise
-                unreachable.add(point)  # a folder the caller cannot enter: nor can commands
-    for point, current in visible_mounts(_read_mountinfo(), top):
-        if current & wanted != wanted and point not in unreachable:
-            raise NamespaceError(errno.EPERM, f"{point}: its mount flags did not change")
+                unreachable.add(mount.point)  # a folder the caller cannot enter: nor can commands
+    for mount in visible_mounts(_read_mountinfo(), top):
+        if mount.flags & wanted != wanted and mount.point not in unreachable:
+            raise NamespaceError(errno.EPERM, f"{mount.point}: its mount flags did not change")
 
 
-Mount = tuple[int, int, str, int]  # id, parent id, mount point, MS_* flags
+class Mount:
+    """A line of /proc/self/mountinfo."""
+
+    __slots__ = ("device", "flags", "fstype", "id", "parent", "point")
+
+    def __init__(self, line: bytes) -> None:
+        fields = line.split(b" ")
+        self.id, self.parent = int(fields[0]), int(fields[1])
+        major, minor = fields[2].split(b":")
+        self.device = os.makedev(int(major), int(minor))
+        self.point = _unescape(fields[4])
+        self.flags = 0  # MS_*
+        for option in fields[5].split(b","):
+            self.flags |= MOUNT_OPTIONS.get(option, 0)
+        if not self.flags & (MS_NOATIME | MS_RELATIME):
+            self.flags |= MS_STRICTATIME  # a remount without an atime flag makes it relatime
+        self.fstype = fields[fields.index(b"-", 6) + 1].decode(errors="replace")
+
+
+MOUNT_OPTIONS = {b"ro": MS_RDONLY, b"nosuid": MS_NOSUID, b"nodev": MS_NODEV,
+                 b"noexec": MS_NOEXEC, b"noatime": MS_NOATIME, b"nodiratime": MS_NODIRATIME,
+                 b"relatime": MS_RELATIME}  # fmt: skip
 
 
 def _read_mountinfo() -> list[Mount]:
@@ -817,21 +865,7 @@ def _read_mountinfo() -> list[Mount]:
 
 
 def parse_mountinfo(text: bytes) -> list[Mount]:
-    mounts = []
-    names = {b"ro": MS_RDONLY, b"nosuid": MS_NOSUID, b"nodev": MS_NODEV, b"noexec": MS_NOEXEC,
-             b"noatime": MS_NOATIME, b"nodiratime": MS_NODIRATIME,
-             b"relatime": MS_RELATIME}  # fmt: skip
-    for line in text.splitlines():
-        fields = line.split(b" ")
-        if len(fields) < 6:
-            continue
-        flags = 0
-        for option in fields[5].split(b","):
-            flags |= names.get(option, 0)
-        if not flags & (MS_NOATIME | MS_RELATIME):
-            flags |= MS_STRICTATIME  # a remount without an atime flag would make it relatime
-        mounts.append((int(fields[0]), int(fields[1]), _unescape(fields[4]), flags))
-    return mounts
+    return [Mount(line) for line in text.splitlines() if line]
 
 
 def _unescape(field: bytes) -> str:
@@ -851,33 +885,33 @@ def _under(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
-def visible_mounts(mounts: list[Mount], top: str) -> list[tuple[str, int]]:
-    """(mount point, flags) of the mounts a path walk can reach at and below `top`, from the
-    last mount made there: mounts covered by another one on the same point or by a sibling on
-    a folder above them are left out (remounting their path would reach the one on top)."""
-    roots = [m for m in mounts if m[2] == top]
+def visible_mounts(mounts: list[Mount], top: str) -> list[Mount]:
+    """The mounts a path walk can reach at and below `top`, from the last mount made there:
+    mounts covered by another one on the same point or by a sibling on a folder above them
+    are left out (remounting their path would reach the one on top)."""
+    roots = [m for m in mounts if m.point == top]
     if not roots:
         raise NamespaceError(errno.EINVAL, f"{top} is not in /proc/self/mountinfo")
-    by_id = {m[0]: m for m in mounts}
+    by_id = {m.id: m for m in mounts}
     kids: dict[int, list[Mount]] = {}
     covered = set()
     for mount in mounts:
-        parent = by_id.get(mount[1])
-        if parent is None or mount is parent or not _under(mount[2], top):
+        parent = by_id.get(mount.parent)
+        if parent is None or mount is parent or not _under(mount.point, top):
             continue
-        if parent[2] == mount[2]:
-            covered.add(parent[0])
-        siblings = kids.setdefault(parent[0], [])
-        if any(_under(mount[2], sibling[2]) for sibling in siblings):
+        if parent.point == mount.point:
+            covered.add(parent.id)
+        siblings = kids.setdefault(parent.id, [])
+        if any(_under(mount.point, sibling.point) for sibling in siblings):
             continue  # a sibling mounted on a folder above hides it
-        siblings[:] = [s for s in siblings if not _under(s[2], mount[2])] + [mount]
-    found: list[tuple[str, int]] = []
+        siblings[:] = [s for s in siblings if not _under(s.point, mount.point)] + [mount]
+    found = []
     todo = [roots[-1]]
     while todo:
         mount = todo.pop()
-        if mount[0] not in covered:
-            found.append((mount[2], mount[3]))
-        todo.extend(kids.get(mount[0], []))
+        if mount.id not in covered:
+            found.append(mount)
+        todo.extend(kids.get(mount.id, []))
     return found
 
 
