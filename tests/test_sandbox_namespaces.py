@@ -34,7 +34,7 @@ from agent.sandbox import namespaces
 SCRIPT = Path(namespaces.__file__).resolve()
 PYTHON = os.path.realpath(sys.executable)  # the interpreter itself, not the venv's link
 TIMEOUT = 120  # a hang guard only: a loaded machine may take seconds per sandbox
-NOBODY = 65534
+NOBODY, GROUP = 65534, 4242  # a group id other than the user id: the two maps differ
 
 needs_namespaces = pytest.mark.skipif(
     namespaces.available() is not None, reason=f"no namespaces: {namespaces.available()}"
@@ -505,7 +505,7 @@ def test_an_unprivileged_user_gets_the_same_sandbox() -> None:
         workspace = base / "ws"
         workspace.mkdir()
         for path in (tree, tree / "d", tree / "f", workspace):  # only the mount says no
-            os.chown(path, NOBODY, NOBODY)
+            os.chown(path, NOBODY, GROUP)
         python = "/usr/bin/python3"
         plan = [*system_plan(python), ["ro", str(tree), "/ro"], ["rw", str(workspace), "/w"]]
         code = (
@@ -513,18 +513,18 @@ def test_an_unprivileged_user_gets_the_same_sandbox() -> None:
             + """
 open("/w/new", "w").close()
 leader, follower = os.openpty()
-print(json.dumps({"changes": changes, "terminal": os.ttyname(follower),
+print(json.dumps({"changes": changes, "terminal": os.ttyname(follower), "gid": os.getgid(),
                   "pids": [n for n in os.listdir("/proc") if n.isdigit()]}))
 """
         )
-        prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+        prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={GROUP}", "--clear-groups"]
         result = report(sandbox(plan, code, python=python, prefix=prefix, script=script))
-        owner = (workspace / "new").stat().st_uid
+        made = (workspace / "new").stat()
     changes = result["changes"]
     assert changes.pop("read") == "original" and changes.pop("uid") == NOBODY
     assert changes.pop("capabilities") == 0
     assert changes == dict.fromkeys(changes, "EROFS")
-    assert owner == NOBODY
+    assert (made.st_uid, made.st_gid, result["gid"]) == (NOBODY, GROUP, GROUP)
     assert result["terminal"] == "/dev/pts/0" and len(result["pids"]) == 2
 
 

@@ -224,7 +224,7 @@ def probe() -> str | None:
     except OSError as exc:
         return refusal("unshare", exc.errno or 0)
     try:
-        _write_maps("/proc/self", inside=0, uid=uid, gid=gid)
+        _write_maps("/proc/self", uid=f"0 {uid} 1", gid=f"0 {gid} 1")
         _mount(None, "/", None, MS_REC | MS_PRIVATE)
         base = _base_folder(os.open("/", O_PATH))
         _mount("tmpfs", f"/{base}", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755")
@@ -351,7 +351,7 @@ def enter(plan: Iterable[Sequence[object]]) -> list[str]:
         raise NamespaceError(exc.errno, refusal("unshare", exc.errno or 0)) from None
     # Root inside this first user namespace: devpts needs uid and gid 0 mapped. The child moves
     # on to a nested one with the caller's own ids once the root is built.
-    _write_maps("/proc/self", inside=0, uid=uid, gid=gid)
+    _write_maps("/proc/self", uid=f"0 {uid} 1", gid=f"0 {gid} 1")
     children = _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)  # the monitor must see its exit
     pid = os.fork()
     if pid:
@@ -374,20 +374,17 @@ def _threads() -> int:
     return len(os.listdir("/proc/self/task"))
 
 
-def _write_maps(proc_self: str | int, *, inside: int, uid: int, gid: int) -> None:
-    """Map `inside` to the caller's uid and gid (as seen from the parent user namespace)."""
+def _write_maps(proc_self: str | int, uid: str, gid: str) -> None:
+    """Write a user namespace's maps ("INSIDE OUTSIDE 1"): `proc_self` is /proc/self's path
+    (setgroups is denied first, as an unprivileged gid_map needs) or a descriptor of it (a
+    nested namespace, which inherits "deny")."""
     folder = proc_self if isinstance(proc_self, int) else None
     prefix = "" if folder is not None else f"{proc_self}/"
-    for name, text in (
-        ("setgroups", "deny"),  # required before an unprivileged gid_map
-        ("gid_map", f"{inside} {gid} 1\n"),
-        ("uid_map", f"{inside} {uid} 1\n"),
-    ):
-        if name == "setgroups" and folder is not None:
-            continue  # a nested user namespace inherits "deny"
+    writes = [("gid_map", gid), ("uid_map", uid)]
+    for name, text in [("setgroups", "deny")] * (folder is None) + writes:
         fd = os.open(prefix + name, os.O_WRONLY | os.O_CLOEXEC, dir_fd=folder)
         try:
-            os.write(fd, text.encode())
+            os.write(fd, f"{text}\n".encode())
         except OSError as exc:
             raise NamespaceError(exc.errno, f"cannot write {name}: {exc.strerror}") from None
         finally:
@@ -470,7 +467,7 @@ class _Builder:
             self._pivot()
             _loopback_up()
             _check(_lib().unshare(CLONE_NEWUSER), "unshare the nested user namespace")
-            _write_maps(proc_self, inside=uid, uid=0, gid=0)
+            _write_maps(proc_self, uid=f"{uid} 0 1", gid=f"{gid} 0 1")  # the caller's own ids
             for kind, source, _ in self.entries:
                 if kind.endswith("-fd") and isinstance(source, int):
                     try:  # noqa: SIM105 (contextlib would slow the start)
