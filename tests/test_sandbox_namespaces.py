@@ -432,6 +432,15 @@ print(json.dumps({"null": attempt(os.open, "/dev/null", os.O_WRONLY),
 
 
 @needs_namespaces
+def test_a_symlink_entry_is_the_link_itself_never_what_it_points_to() -> None:
+    repeated = [["symlink", "missing", "/a"], ["symlink", "missing", "/a"]]
+    code = "print(json.dumps([os.readlink('/a'), os.path.lexists('/missing')]))"
+    assert report(sandbox([*system_plan(), *repeated], code)) == ["missing", False]
+    run = sandbox([*system_plan(), *repeated, ["symlink", "other", "/a"]], "print(1)")
+    assert run.returncode == namespaces.DENIED and "/a exists already" in run.stderr
+
+
+@needs_namespaces
 def test_a_missing_source_is_skipped(tmp_path: Path) -> None:
     plan = [*system_plan(), ["ro", str(tmp_path / "missing"), "/m"], ["dir", "/here"]]
     code = "print(json.dumps([os.path.exists('/m'), os.path.isdir('/here')]))"

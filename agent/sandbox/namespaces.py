@@ -294,6 +294,10 @@ def refusal(step: str, number: int, sysctl: Callable[[str], str | None] | None =
 
 Entry = tuple[str, object, str]  # kind, source (path, fd, link target or None), destination
 BINDS = {"ro": True, "rw": False, "ro-fd": True, "rw-fd": False}  # kind: read-only
+SHAPES: dict[object, tuple[type, ...]] = {
+    "ro": (str, str), "rw": (str, str), "ro-fd": (int, str), "rw-fd": (int, str),
+    "tmpfs": (str,), "dev": (str,), "proc": (str,), "dir": (str,), "symlink": (str, str),
+}  # fmt: skip
 
 
 def parse_plan(plan: Iterable[Sequence[object]]) -> list[Entry]:
@@ -303,11 +307,7 @@ def parse_plan(plan: Iterable[Sequence[object]]) -> list[Entry]:
         if not isinstance(entry, list | tuple) or not entry:
             raise PlanError(f"not a plan entry: {entry!r}")
         kind, *args = entry
-        shapes: dict[object, tuple[type, ...]] = {
-            "ro": (str, str), "rw": (str, str), "ro-fd": (int, str), "rw-fd": (int, str),
-            "tmpfs": (str,), "dev": (str,), "proc": (str,), "dir": (str,), "symlink": (str, str),
-        }  # fmt: skip
-        shape = shapes.get(kind)
+        shape = SHAPES.get(kind)
         if shape is None or len(args) != len(shape):
             raise PlanError(f"unknown plan entry: {list(entry)!r}")
         for arg, kind_of in zip(args, shape, strict=True):
@@ -342,16 +342,17 @@ def enter(plan: Iterable[Sequence[object]]) -> list[str]:
     if _threads() != 1:  # unshare(CLONE_NEWUSER) would fail with EINVAL
         raise NamespaceError(errno.EINVAL, "cannot create namespaces: this process runs threads")
     uid, gid = os.getuid(), os.getgid()
-    lifeline, held = os.pipe2(os.O_CLOEXEC)  # ends when the monitor does
     try:
         _check(_lib().unshare(NAMESPACES), "unshare")
     except OSError as exc:
-        os.close(lifeline)
-        os.close(held)
         raise NamespaceError(exc.errno, refusal("unshare", exc.errno or 0)) from None
-    # Root inside this first user namespace: devpts needs uid and gid 0 mapped. The child moves
-    # on to a nested one with the caller's own ids once the root is built.
-    _write_maps("/proc/self", uid=f"0 {uid} 1", gid=f"0 {gid} 1")
+    try:
+        # Root inside this first user namespace: devpts needs uid and gid 0 mapped. The child
+        # moves on to a nested one with the caller's own ids once the root is built.
+        _write_maps("/proc/self", uid=f"0 {uid} 1", gid=f"0 {gid} 1")
+    except OSError as exc:
+        raise NamespaceError(exc.errno, refusal("mount", exc.errno or 0)) from None
+    lifeline, held = os.pipe2(os.O_CLOEXEC)  # ends when the monitor does
     children = _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)  # the monitor must see its exit
     pid = os.fork()
     if pid:
@@ -398,12 +399,7 @@ def _monitor(child: int, held: int) -> NoReturn:
         _signal.signal(sig, _signal.SIG_DFL)
     os.closerange(3, held)  # hold nothing of the caller's but its stdio
     os.closerange(held + 1, 1 << 20)
-    while True:
-        try:
-            _, status = os.waitpid(child, 0)
-            break
-        except ChildProcessError:
-            os._exit(DENIED)
+    _, status = os.waitpid(child, 0)
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         _signal.signal(sig, _signal.SIG_DFL)
@@ -439,7 +435,10 @@ class _Builder:
         proc_self = os.open("/proc/self", O_PATH | os.O_DIRECTORY)  # the host's procfs, still
         self.host_root = os.open("/", O_PATH | os.O_DIRECTORY)
         try:
-            _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing of ours reaches the host
+            try:
+                _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing of ours reaches the host
+            except OSError as exc:  # the first use of the new capabilities
+                raise NamespaceError(exc.errno, refusal("mount", exc.errno or 0)) from None
             sources = [self._source(kind, source) for kind, source, _ in self.entries]
             devices = self._devices() if any(e[0] == "dev" for e in self.entries) else {}
             skeleton = self._new_root()
@@ -559,7 +558,9 @@ class _Builder:
             for fd in stack:
                 os.close(fd)
 
-    def _create(self, folder: int, name: str, kind: str, destination: str) -> None:
+    def _create(self, folder: int, name: str, kind: str, destination: str, link: str = "") -> None:
+        """Make `name` ("dir", "file" or "symlink" to `link`) in `folder`, which must be one of
+        the sandbox's own tmpfs mounts."""
         if os.fstat(folder).st_dev not in self.own:
             raise NamespaceError(
                 errno.EROFS,
@@ -568,6 +569,8 @@ class _Builder:
             )
         if kind == "dir":
             os.mkdir(name, 0o755, dir_fd=folder)
+        elif kind == "symlink":
+            os.symlink(link, name, dir_fd=folder)
         else:
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
             os.close(os.open(name, flags, 0o444, dir_fd=folder))
@@ -639,7 +642,8 @@ class _Builder:
                 os.close(os.open(name, flags, 0o444, dir_fd=dev))
                 node = os.open(name, O_PATH_NOFOLLOW, dir_fd=dev)
                 try:
-                    _mount(_fd_path(source), _fd_path(node), None, MS_BIND, where=f"/dev/{name}")
+                    where = f"{destination.rstrip('/')}/{name}"
+                    _mount(_fd_path(source), _fd_path(node), None, MS_BIND, where=where)
                 finally:
                     os.close(node)
             for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
@@ -715,29 +719,24 @@ class _Builder:
                 )
 
     def _symlink(self, target: str, destination: str) -> None:
-        where = self._locate(destination, None)
-        if where is None or where[1] in ("", "."):
+        """The link itself at `destination` (one there already is never followed): made, or
+        kept when it is the same link."""
+        names = _components(destination)
+        if not names or names[0] == "..":
             raise NamespaceError(errno.EEXIST, f"{destination}: cannot be a symlink")
-        folder, name = where
+        folder = self._target("/" + "/".join(reversed(names[1:])), "dir")
         try:
             try:
-                existing = os.readlink(name, dir_fd=folder)
+                same = os.readlink(names[0], dir_fd=folder) == target
             except FileNotFoundError:
-                self._create_symlink(folder, name, target, destination)
+                self._create(folder, names[0], "symlink", destination, target)
                 return
             except OSError:
-                existing = None
-            if existing != target:
+                same = False  # not a symlink
+            if not same:
                 raise NamespaceError(errno.EEXIST, f"{destination} exists already")
         finally:
             os.close(folder)
-
-    def _create_symlink(self, folder: int, name: str, target: str, destination: str) -> None:
-        if os.fstat(folder).st_dev not in self.own:
-            raise NamespaceError(
-                errno.EROFS, f"{destination}: cannot make a symlink in a folder of the host"
-            )
-        os.symlink(target, name, dir_fd=folder)
 
     def _pivot(self) -> None:
         machine = os.uname().machine
