@@ -5,7 +5,7 @@ cannot do is tested end to end in test_sandbox_attacks_e2e.py and test_sandbox_e
 from __future__ import annotations
 
 import errno
-import json
+import marshal
 import os
 import signal
 import subprocess
@@ -264,8 +264,8 @@ def test_the_launcher_never_runs_a_command_it_cannot_confine(tmp_path: Path) -> 
     ws.mkdir()
     real, device, inode = identity(ws) or ("", 0, 0)
     layers = {"seccomp": "no-such-profile", "landlock": None, "plan": None}
-    config.write_text(
-        json.dumps({"path": "landlock", "roots": [[real, device, inode]], "confinement": layers})
+    config.write_bytes(
+        marshal.dumps({"path": "landlock", "roots": [[real, device, inode]], "confinement": layers})
     )
     run = subprocess.run(
         [sys.executable, "-I", "-S", launcher.__file__, str(config), "--", "touch", str(marker)],
@@ -284,8 +284,8 @@ def test_the_launcher_refuses_a_root_that_is_not_the_one_the_session_had(tmp_pat
     ws.rename(tmp_path / "was")
     ws.symlink_to(other)
     config = tmp_path / "config.json"
-    config.write_text(
-        json.dumps({"path": "landlock", "roots": [[real, device, inode]], "confinement": {}})
+    config.write_bytes(
+        marshal.dumps({"path": "landlock", "roots": [[real, device, inode]], "confinement": {}})
     )
     run = subprocess.run(
         [

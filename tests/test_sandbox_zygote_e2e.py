@@ -82,7 +82,7 @@ def test_a_killed_zygote_is_replaced_and_the_next_command_is_still_confined(
     assert client.prompt(session_id, "go")["stopReason"] == "end_turn"
     (first,) = zygotes(client.proc.pid)
     os.kill(first, signal.SIGKILL)  # as a crash, or a command killing its parent, would
-    wait_for(lambda: not alive(first), 10, "the zygote to die")
+    wait_for(lambda: not alive(first), 60, "the zygote to die")
 
     assert client.prompt(session_id, "again")["stopReason"] == "end_turn"
     assert asked(client) == []
@@ -99,10 +99,10 @@ def test_stop_kills_a_sandboxed_commands_whole_tree(heron, fake_llm, workspace):
     client = heron(*AUTO, client_capabilities=NO_CAPS)
     session_id = client.new_session(workspace)
     pending = client.prompt_async(session_id, "go")
-    wait_for(lambda: len(tagged(tag)) >= 4, 15, "the whole tree to start")  # 4 sleeps
+    wait_for(lambda: len(tagged(tag)) >= 4, 60, "the whole tree to start")  # 4 sleeps
     client.cancel(session_id)
     assert pending.result(timeout=30) == {"stopReason": "cancelled"}
-    wait_for(lambda: not tagged(tag), 15, "every tagged process to die")
+    wait_for(lambda: not tagged(tag), 60, "every tagged process to die")
     assert len(zygotes(client.proc.pid)) == 1  # the session's zygote serves on
     assert_clean_stderr(client)
 
@@ -123,7 +123,7 @@ def test_concurrent_sessions_each_run_in_their_own_sandbox(heron, fake_llm, tmp_
     client = heron(*AUTO, client_capabilities=NO_CAPS)
     one, two = client.new_session(str(first)), client.new_session(str(second))
     pending = client.prompt_async(one, "go")
-    wait_for(lambda: (first / "started").exists(), 15, "the first command to run")
+    wait_for(lambda: (first / "started").exists(), 60, "the first command to run")
     assert client.prompt(two, "go")["stopReason"] == "end_turn"
     assert len(zygotes(client.proc.pid)) == 2  # both serving at once
     (first / "go").touch()  # the second could not: release the first from here
@@ -139,7 +139,7 @@ def test_the_zygote_exits_with_its_session(heron, fake_llm, workspace):
     assert client.prompt(session_id, "go")["stopReason"] == "end_turn"
     (zygote,) = zygotes(client.proc.pid)
     client.request("session/close", {"sessionId": session_id})
-    wait_for(lambda: not alive(zygote), 15, "the zygote to exit")
+    wait_for(lambda: not alive(zygote), 60, "the zygote to exit")
     assert_clean_stderr(client)
 
 
@@ -149,7 +149,7 @@ def test_no_zygote_or_command_is_left_when_heron_ends(heron, fake_llm, workspace
     fake_llm.script(bash(f"export {TAG}={tag}; echo started; sleep 1000"), text("x"))
     client = heron(*AUTO, client_capabilities=NO_CAPS)
     client.prompt_async(client.new_session(workspace), "go")
-    wait_for(lambda: tagged(tag), 15, "the command to start")
+    wait_for(lambda: tagged(tag), 60, "the command to start")
     (zygote,) = zygotes(client.proc.pid)
     if end == "exit":
         client.close_stdin()
@@ -157,8 +157,8 @@ def test_no_zygote_or_command_is_left_when_heron_ends(heron, fake_llm, workspace
     else:
         client.proc.kill()  # no cleanup of its own: the zygote sees its socket end
         client.proc.wait(timeout=30)
-    wait_for(lambda: not tagged(tag), 15, "the command to die")
-    wait_for(lambda: not alive(zygote), 15, "the zygote to exit")
+    wait_for(lambda: not tagged(tag), 60, "the command to die")
+    wait_for(lambda: not alive(zygote), 60, "the zygote to exit")
 
 
 def test_a_command_inherits_no_descriptor_of_the_zygote(heron, fake_llm, workspace):

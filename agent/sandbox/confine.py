@@ -1,4 +1,4 @@
-"""Confine the calling process, layer by layer, as a `confinement` (a JSON object) says.
+"""Confine the calling process, layer by layer, as a `confinement` (a plain dict) says.
 
     {"plan": [...] | null,      Heron's own namespaces and this mount plan (agent.sandbox.plan);
                                 null under bubblewrap, which made them already, or without any
@@ -11,20 +11,18 @@
 Order: namespaces first (the paths Landlock is given are the ones inside them), the limits,
 Landlock, the capabilities, then seccomp last (the calls before it are ones it denies).
 Standard library only: the zygote and the launcher import it as bare scripts, before they read
-anything a command could have written.
+anything a command could have written; each layer's module is imported only when a layer asks
+for it, and the confinement travels marshalled (`encode`): a zygote outside the sandbox starts
+without json or re.
 """
 
 from __future__ import annotations
 
+import importlib
+import marshal
 import resource
+from types import ModuleType
 from typing import Any
-
-if __package__:  # imported by Heron
-    from agent.sandbox import landlock, namespaces, seccomp
-else:  # by the zygote or the launcher, bare scripts: their siblings are on sys.path
-    import landlock  # type: ignore[import-not-found,no-redef]
-    import namespaces  # type: ignore[import-not-found,no-redef]
-    import seccomp  # type: ignore[import-not-found,no-redef]
 
 LIMITS = {
     "nproc": resource.RLIMIT_NPROC,
@@ -34,23 +32,44 @@ LIMITS = {
 DENIED = 126  # a launcher's exit status when it cannot confine (the shell's "cannot execute")
 
 
+def encode(config: dict[str, Any]) -> str:
+    """A confinement as one command-line argument."""
+    return marshal.dumps(config).hex()
+
+
+def decode(text: str) -> dict[str, Any]:
+    """The confinement `encode` gave; ValueError if it is not one."""
+    try:
+        config = marshal.loads(bytes.fromhex(text))
+    except (ValueError, EOFError, TypeError) as exc:
+        raise ValueError(f"not a confinement: {exc}") from None
+    if not isinstance(config, dict):
+        raise ValueError("not a confinement")
+    return config
+
+
+def layer(name: str) -> ModuleType:
+    """A layer's module: a sibling bare script, or agent.sandbox's when Heron imports this."""
+    return importlib.import_module(f"{__package__}.{name}" if __package__ else name)
+
+
 def confine(config: dict[str, Any]) -> None:
     """Apply every layer `config` names to this process and its future children; raises
     OSError when one cannot be applied (the caller must then run nothing)."""
     if config.get("plan") is not None:
         # Forks: the caller goes on as the first process of the new pid namespace; the
         # parent stays outside, waits for it and exits with its status.
-        namespaces.enter(config["plan"])
+        layer("namespaces").enter(config["plan"])
     set_limits(config.get("limits") or {})
     rules = config.get("landlock")
     if rules is not None:
-        landlock.restrict_self(
+        layer("landlock").restrict_self(
             rules["read"], rules["write"], rules["device"], highest=int(config.get("abi", 99))
         )
     if config.get("capabilities"):
-        namespaces.drop_capabilities()
+        layer("namespaces").drop_capabilities()
     if config.get("seccomp"):
-        seccomp.install(config["seccomp"])
+        layer("seccomp").install(config["seccomp"])
 
 
 def set_limits(limits: dict[str, int]) -> None:

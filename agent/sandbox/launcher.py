@@ -4,10 +4,10 @@
     python -I -S launcher.py CONFIG --probe
     python -I -S launcher.py --inside LAYERS (-- COMMAND [ARG...] | --probe)   (under bwrap)
 
-CONFIG is a JSON file Heron wrote for the session (agent.sandbox.terminal), outside anything a
-command may write: the sandbox path, the roots with the identity they had when the session
-started, the confinement (agent.sandbox.confine) and, for bubblewrap, its argument list. The
-launcher first checks each root is still that folder (a root swapped for a symlink is refused)
+CONFIG is a marshalled file Heron wrote for the session (agent.sandbox.terminal), outside
+anything a command may write: the sandbox path, the roots with the identity they had when the
+session started, the confinement (agent.sandbox.confine) and, for bubblewrap, its argument
+list. The launcher first checks each root is still that folder (a root swapped for a symlink is refused)
 and opens it, then:
 
 - bubblewrap: execs bwrap with the roots' descriptors, which runs this launcher again inside
@@ -24,7 +24,7 @@ the command was not run (it could not be confined). Standard library only.
 
 from __future__ import annotations
 
-import json
+import marshal
 import os
 import signal
 import sys
@@ -49,16 +49,18 @@ def main(argv: list[str]) -> int:
     command = args[2:]
     try:
         if inside:
-            layers = json.loads(args[0])
+            layers = confine.decode(args[0])
         else:
-            with open(args[0], encoding="utf-8") as f:
-                config = json.load(f)
+            with open(args[0], "rb") as f:
+                config = marshal.load(f)
             fds = open_roots(config["roots"])
             if config["path"] == "bwrap":
                 os.execv(config["bwrap"][0], bwrap_argv(config, fds, args[1:]))
             layers = with_fds(config["confinement"], fds)
+        cwd = os.getcwd()
         confine.confine(layers)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        os.chdir(cwd)  # a new root (Heron's namespaces) leaves the process at its /
+    except (OSError, ValueError, KeyError, TypeError, EOFError) as exc:
         print(f"heron sandbox: the command was not run: {exc}", file=sys.stderr)
         return confine.DENIED
     return 0 if probe else run(command)
@@ -76,7 +78,7 @@ def open_roots(roots: list[list[object]]) -> list[int]:
     return fds
 
 
-def bwrap_argv(config: dict[str, object], fds: list[int], rest: list[str]) -> list[str]:
+def bwrap_argv(config: dict[str, Any], fds: list[int], rest: list[str]) -> list[str]:
     """bwrap's arguments with the roots' descriptors in their places ("{root0}" …), then this
     launcher inside."""
     for fd in fds:
@@ -88,7 +90,7 @@ def bwrap_argv(config: dict[str, object], fds: list[int], rest: list[str]) -> li
         for i, fd in enumerate(fds):
             arg = arg.replace(f"{{root{i}}}", str(fd))
         filled.append(arg)
-    layers = json.dumps(config["confinement"])
+    layers = confine.encode(config["confinement"])
     python = [sys.executable, "-I", "-S", os.path.abspath(__file__), "--inside", layers]
     return [*filled, *python, *rest]
 

@@ -151,6 +151,30 @@ def mount_plan(
     return plan
 
 
+def make_mountpoints(plan: list[Op], tmpdir: str) -> None:
+    """Make, in the session's own temporary folder, the folders and files where the plan binds
+    something below `/tmp` (a workspace or a PATH folder under the host's /tmp): that folder is
+    the sandbox's /tmp, and Heron's namespaces never create anything on the host themselves."""
+    for op in plan:
+        if op[0] not in ("ro", "rw", "ro-fd", "rw-fd"):
+            continue
+        target = str(op[2])
+        if not target.startswith("/tmp/"):
+            continue
+        inside = os.path.join(tmpdir, target[len("/tmp/") :])
+        source = op[1]
+        is_dir = os.path.isdir(source) if isinstance(source, str) else True
+        try:
+            if is_dir:
+                os.makedirs(inside, exist_ok=True)
+            elif not os.path.lexists(inside):
+                os.makedirs(os.path.dirname(inside), exist_ok=True)
+                with open(inside, "a", encoding="utf-8"):
+                    pass
+        except OSError:
+            continue  # the bind then fails and the zygote says so
+
+
 def git_outside(roots: list[Root]) -> list[str]:
     """Where the roots' git metadata lies outside them (a worktree's main repository), to be
     readable: a command may read it, never write it."""

@@ -15,8 +15,13 @@ import signal
 PR_SET_CHILD_SUBREAPER = 36
 
 
+def prctl(option: int, value: int) -> int:
+    result: int = ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+    return result
+
+
 def become_subreaper() -> None:
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    prctl(PR_SET_CHILD_SUBREAPER, 1)
 
 
 def descendants(parent: int) -> list[int]:

@@ -15,7 +15,6 @@ command leaves behind stays below its reaper and is stopped with it.
 from __future__ import annotations
 
 import atexit
-import json
 import os
 import re
 import shutil
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.sandbox import bwrap
+from agent.sandbox.confine import encode
 from agent.sandbox.plan import (
     Identity,
     Op,
@@ -34,6 +34,7 @@ from agent.sandbox.plan import (
     heron_reads,
     identity,
     landlock_rules,
+    make_mountpoints,
     mount_plan,
     namespace_landlock_rules,
 )
@@ -170,7 +171,7 @@ class Sandbox:
         one (a command outside the sandbox still gets a reaper)."""
         if not confined:
             if self._unconfined is None:
-                self._unconfined = Zygote([*_python(), SERVER, "{}"])
+                self._unconfined = Zygote([*_python(), SERVER, encode({})])
             return await self._unconfined.spawn(argv, env, cwd)
         launch, fds, key = self._launch()
         if self._zygote is None or self._zygote_key != key:
@@ -188,13 +189,13 @@ class Sandbox:
             raise ZygoteError(f"the sandbox is not available: {layers.missing}")
         roots = self._pinned_roots()
         confinement = self.confinement(roots)
-        key = (json.dumps(confinement, sort_keys=True), [r.path for r in roots])
+        key = encode(confinement)
         server = [*_python(), SERVER]
         if layers.path == "bwrap":
             plan = confinement.pop("plan")
-            argv, fds = bwrap.argv(plan, [*server, json.dumps(confinement)])
+            argv, fds = bwrap.argv(plan, [*server, encode(confinement)])
             return argv, fds, key
-        return [*server, json.dumps(confinement)], [r.fd for r in roots], key
+        return [*server, encode(confinement)], [r.fd for r in roots], key
 
     def confinement(self, roots: list[Root]) -> dict[str, Any]:
         """The layers a zygote or a launcher applies (agent.sandbox.confine); for bubblewrap
@@ -205,7 +206,8 @@ class Sandbox:
         config: dict[str, Any] = {
             "abi": abi,
             "seccomp": "namespaced" if namespaced else "landlock-only",
-            "capabilities": namespaced,
+            # bubblewrap drops them itself (`--cap-drop ALL`, bounding set included).
+            "capabilities": layers.path == "userns",
             "limits": self._rlimits_now(namespaced),
             "plan": self.plan(roots) if namespaced else None,
         }
@@ -256,7 +258,7 @@ class Sandbox:
         return self._rlimits
 
     def plan(self, roots: list[Root]) -> list[Op]:
-        return mount_plan(
+        plan = mount_plan(
             roots,
             self.tmpdir,
             Path.home(),
@@ -264,6 +266,8 @@ class Sandbox:
             protected_outside=self._protected_strs(),
             runtime_dir=os.environ.get("XDG_RUNTIME_DIR"),
         )
+        make_mountpoints(plan, self.tmpdir)
+        return plan
 
     def _pinned_roots(self) -> list[Root]:
         """The roots as they were when the session started, each with a descriptor opened on

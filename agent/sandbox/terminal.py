@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import json
+import marshal
 import os
 import shlex
 import shutil
@@ -64,20 +64,20 @@ def write_launch(name: str, config: dict[str, Any]) -> str:
     """Write the launcher's configuration and the BASH_ENV script for one session (atomically:
     a terminal starting meanwhile reads the old pair or the new one); returns the script."""
     folder = _private_folder()
-    config_path = os.path.join(folder, f"{name}.json")
+    config_path = os.path.join(folder, f"{name}.launch")
     entry_path = os.path.join(folder, f"{name}.sh")
     launcher = shlex.join([sys.executable, "-I", "-S", LAUNCHER, config_path])
     entry = ENTRY.format(launcher=launcher, probe=PROBE_VARIABLE)
-    _write(config_path, json.dumps(config))
-    _write(entry_path, entry)
+    _write(config_path, marshal.dumps(config))
+    _write(entry_path, entry.encode())
     return entry_path
 
 
-def _write(path: str, text: str) -> None:
+def _write(path: str, data: bytes) -> None:
     fd, temporary = tempfile.mkstemp(dir=os.path.dirname(path))
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         os.replace(temporary, path)
     except BaseException:
         with contextlib.suppress(OSError):

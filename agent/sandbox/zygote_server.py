@@ -2,9 +2,9 @@
 
     python -I -S zygote_server.py CONFINEMENT        (fd 0: a socket to Heron)
 
-CONFINEMENT is a JSON object (agent.sandbox.confine): the layers the zygote applies to itself
-before it reads anything else, or `{}` for commands that run outside the sandbox (they still
-get a reaper). The zygote answers "R" on the socket once confined, then starts each command
+CONFINEMENT is `agent.sandbox.confine.encode`'s: the layers the zygote applies to itself before
+it reads anything else, or none for commands that run outside the sandbox (they still get a
+reaper). The zygote answers "R" on the socket once confined, then starts each command
 Heron asks for: a one-byte message carrying three descriptors (the command's stdin, its
 stdout/stderr, and a reply socket), then on the reply socket the command as a marshalled
 (program, argv, env, cwd) of bytes.
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import array
 import contextlib
-import json
 import marshal
 import os
 import select
@@ -55,11 +54,11 @@ PR_SET_DUMPABLE = 4
 
 def main(argv: list[str]) -> int:
     try:
-        config = json.loads(argv[0]) if len(argv) == 1 else None
+        config = confine.decode(argv[0]) if len(argv) == 1 else None
     except ValueError:
         config = None
-    if not isinstance(config, dict):
-        print("usage: zygote_server.py CONFINEMENT-JSON  (fd 0: Heron's socket)", file=sys.stderr)
+    if config is None:
+        print("usage: zygote_server.py CONFINEMENT  (fd 0: Heron's socket)", file=sys.stderr)
         return 2
     control = socket.socket(fileno=os.dup(0))
     null = os.open(os.devnull, os.O_RDWR)
@@ -70,7 +69,7 @@ def main(argv: list[str]) -> int:
     except OSError as exc:
         print(f"heron sandbox: cannot confine the commands: {exc}", file=sys.stderr)
         return confine.DENIED
-    confine.landlock.libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    reap.prctl(PR_SET_DUMPABLE, 0)
     reap.become_subreaper()  # orphans of a killed reaper come here
     control.sendall(b"R")
     Zygote(control).serve()
