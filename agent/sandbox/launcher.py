@@ -7,8 +7,8 @@
 CONFIG is a marshalled file Heron wrote for the session (agent.sandbox.terminal), outside
 anything a command may write: the sandbox path, the roots with the identity they had when the
 session started, the confinement (agent.sandbox.confine) and, for bubblewrap, its argument
-list. The launcher first checks each root is still that folder (a root swapped for a symlink is refused)
-and opens it, then:
+list. The launcher first checks each root is still that folder (a root swapped for a symlink
+is refused) and opens it, then:
 
 - bubblewrap: execs bwrap with the roots' descriptors, which runs this launcher again inside
   (`--inside` and the layers as JSON), which confines itself (Landlock, capabilities,
