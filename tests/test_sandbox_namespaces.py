@@ -208,13 +208,21 @@ def _under(entry: Sequence[Any], folder: Path) -> bool:
 
 @needs_namespaces
 def test_there_is_no_network_but_loopback_works_inside() -> None:
-    with socket.create_server(("127.0.0.1", 0)) as host_server:
+    abstract = f"\0heron-test-{uuid.uuid4().hex}"  # abstract Unix sockets live in a netns too
+    with (
+        socket.create_server(("127.0.0.1", 0)) as host_server,
+        socket.socket(socket.AF_UNIX) as host_unix,
+    ):
         host_server.setblocking(False)
         port = host_server.getsockname()[1]
+        host_unix.bind(abstract)
+        host_unix.listen()
         code = f"""
 import socket
 def connect(address):
     socket.create_connection(address, timeout=30).close()
+def connect_unix(address):
+    socket.socket(socket.AF_UNIX).connect(address)
 server = socket.create_server(("127.0.0.1", 0))
 client = socket.create_connection(server.getsockname())
 connection, _ = server.accept()
@@ -222,6 +230,7 @@ client.sendall(b"ping")
 print(json.dumps({{
     "host's loopback": attempt(connect, ("127.0.0.1", {port})),
     "outside": attempt(connect, ("192.0.2.1", 80)),
+    "host's abstract socket": attempt(connect_unix, {abstract!r}),
     "loopback inside": connection.recv(4).decode(),
     "interfaces": [name for _, name in socket.if_nameindex()],
 }}))
@@ -232,6 +241,7 @@ print(json.dumps({{
     assert result == {
         "host's loopback": "ECONNREFUSED",
         "outside": "ENETUNREACH",
+        "host's abstract socket": "ECONNREFUSED",
         "loopback inside": "ping",
         "interfaces": ["lo"],
     }
@@ -498,6 +508,21 @@ print(json.dumps({
 
 @needs_namespaces
 @as_root
+@pytest.mark.skipif(not shutil.which("unshare"), reason="needs util-linux unshare")
+def test_where_the_kernel_refuses_a_new_proc_it_stays_empty_and_the_user_is_told() -> None:
+    """As in a Docker container, a file of /proc masked by a bind (in a private mount namespace
+    of the test's): the kernel refuses a new procfs (mount_too_revealing). The host's /proc is
+    not bound instead."""
+    mask = 'mount --bind /dev/null /proc/version && exec "$@"'
+    command = ["unshare", "-m", "--propagation", "private", "sh", "-c", mask, "sh"]
+    code = "print(json.dumps([os.listdir('/proc'), os.getuid()]))"
+    run = sandbox(system_plan(), code, prefix=command)
+    assert report(run) == [[], os.getuid()]
+    assert "/proc stays empty: the kernel refused a new procfs" in run.stderr
+
+
+@needs_namespaces
+@as_root
 @pytest.mark.skipif(
     not shutil.which("setpriv") or not os.access("/usr/bin/python3", os.X_OK),
     reason="needs setpriv and a system Python",
@@ -616,6 +641,13 @@ def test_a_real_refusal_is_explained() -> None:
     )
     assert run.returncode == 1
     assert "user.max_user_namespaces=0" in run.stdout and "install bubblewrap" in run.stdout
+
+
+@needs_namespaces
+def test_the_check_says_so_where_namespaces_work() -> None:
+    check = [PYTHON, "-I", "-S", str(SCRIPT), "--check"]
+    run = subprocess.run(check, capture_output=True, text=True, timeout=TIMEOUT)
+    assert (run.returncode, run.stdout) == (0, "namespaces: available\n")
 
 
 def test_available_tries_for_real_and_remembers(monkeypatch: pytest.MonkeyPatch) -> None:
