@@ -258,6 +258,8 @@ async def _create_terminal(
 async def _terminal_confines(ctx: ToolContext, sandbox: Sandbox, cwd: Path) -> bool:
     """Whether this client's terminals run the sandbox as asked (agent.sandbox.terminal):
     checked once a session, with a terminal no tool call shows."""
+    if sandbox.terminal_checked is None and not shutil.which("bash"):
+        sandbox.terminal_checked = False  # the environment travels through bash's BASH_ENV
     if sandbox.terminal_checked is None:
         command, args, env = sandbox.terminal_probe()
         code = None
