@@ -332,6 +332,39 @@ def test_a_submodule_gitdir_does_not_bring_back_the_host_s_sockets(world: World,
     assert got == b"", "a sandboxed command reached a Unix socket of the host's runtime folder"
 
 
+@hole(
+    "a repository a command creates in a subfolder is neither read-only nor watched (docs: "
+    "a known limit), yet any git run from that subfolder later, the user's or the editor's, "
+    "runs its config: here core.fsmonitor"
+)
+@pytest.mark.parametrize("name", paths("bwrap"))
+def test_a_nested_repository_is_not_planted_unreported(world: World, name: str) -> None:
+    (world.ws / "src").mkdir()
+    marker = world.outside / "nested-fsmonitor-ran"
+    plant = f"cd src && git init -q && git config core.fsmonitor 'touch {marker}; false'"
+    with Heron(world, name) as heron:
+        read = heron.run(bash(plant))[0]
+    if "Warning: the command changed" in read and "src/.git" in read:
+        return  # reported: the user was told
+    subprocess.run(["git", "-C", str(world.ws / "src"), "status"], capture_output=True, check=False)
+    assert not marker.exists(), "`git status` in src/ ran the fsmonitor a command planted"
+
+
+@hole(
+    "sandboxed commands get Heron's whole environment but the model's keys: the sandbox hides "
+    "~/.aws and ~/.config/gh, yet AWS_SECRET_ACCESS_KEY and GITHUB_TOKEN reach the command (and "
+    "through its output the model's provider)"
+)
+@pytest.mark.parametrize("name", paths("bwrap"))
+def test_credentials_in_heron_s_environment_do_not_reach_sandboxed_commands(
+    world: World, name: str
+) -> None:
+    env = {"GITHUB_TOKEN": SECRET, "AWS_SECRET_ACCESS_KEY": SECRET}
+    with Heron(world, name, env) as heron:
+        read = heron.run(bash("env"))[0]
+    assert SECRET not in read
+
+
 # -- 4. A thread on the home folder -------------------------------------------------------------
 
 
