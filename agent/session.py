@@ -143,6 +143,7 @@ class Session:
             settings=self.settings,
             changes=self.undo,
             sandbox=self.sandbox,
+            roots_of=lambda: self.roots,
         )
 
     @cached_property
@@ -150,6 +151,7 @@ class Session:
         """Where its commands run in auto mode: its roots writable, a private TMPDIR."""
         from agent.permissions.policy import heron_config_paths
         from agent.sandbox.rules import Limits, Sandbox
+        from agent.store.store import data_dir
 
         def limits() -> Limits:
             settings = self.settings
@@ -163,7 +165,7 @@ class Session:
             roots=lambda: self.roots,
             active=lambda: self.mode == "auto",
             pins=self.root_pins,
-            protected=lambda: heron_config_paths(self.settings),
+            protected=lambda: [*heron_config_paths(self.settings), data_dir(self.settings)],
             limits=limits,
         )
 

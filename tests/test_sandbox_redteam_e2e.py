@@ -2,9 +2,9 @@
 outside the workspace, or plants something that later runs unconfined.
 
 Each test is one hole, end to end: the real `heron` in `--mode auto`, a scripted model, the
-commands an attacker (a prompt injection) would make, then a look from outside. They are
-marked `xfail(strict=True)` while the hole is open: a fix turns them green (and the strict
-mark then fails until it is removed). Each runs on paths where the hole was reproduced; the
+commands an attacker (a prompt injection) would make, then a look from outside. The holes are
+closed; the few still marked `xfail(strict=True)` are the known limits docs/sandbox.md names
+(a fix turns them green, and the strict mark then fails until it is removed). Each runs on paths where the hole was reproduced; the
 two namespace paths share one mount plan, so one of them stands for both where the plan is the
 hole (a fix must cover both).
 """
@@ -204,7 +204,7 @@ def planted(
             "[core]\n\thooksPath = .githooks\n[user]\n\temail = a@b.c\n\tname = n\n"
         )
         markers = {n: world.outside / f"{n}-ran" for n in ("rg", "fsmonitor", "hook")}
-        plant = " && ".join(
+        plant = " ; ".join(  # each on its own: one refused must not stop the others
             [
                 PLANT_RG.format(marker=markers["rg"]),
                 PLANT_INCLUDED.format(marker=markers["fsmonitor"]),
@@ -227,31 +227,17 @@ def planted(
         yield Planted(world, markers, read, secret, git_env)
 
 
-@hole(
-    "Heron runs `rg` from PATH, unconfined, for grep/find_path (never asked); a PATH folder "
-    "inside the workspace (an activated venv, node_modules/.bin, ~/.local/bin in a thread on "
-    "$HOME) is writable by sandboxed commands"
-)
 def test_a_planted_rg_on_path_is_not_run_by_the_grep_tool(planted: Planted) -> None:
     if (Path(sys.executable).parent / "rg").exists():
         pytest.skip("an rg beside Heron's Python is found first")
-    assert "Exit code 0" in planted.planted, planted.planted
+    assert "touch" in (planted.world.ws / ".venv" / "bin" / "rg").read_text()  # it was planted
     assert not planted.markers["rg"].exists(), "Heron ran the rg a command planted, unconfined"
 
 
-@hole(
-    "plan.git_outside() trusts `.gitmodules` and a submodule's `.git` file written by a "
-    "sandboxed command: the folder it names (here ~/.ssh) is readable in the next command"
-)
 def test_a_submodule_gitdir_does_not_make_the_home_folder_readable(planted: Planted) -> None:
     assert SECRET not in planted.secret_read, "the next command read ~/.ssh/id_rsa"
 
 
-@hole(
-    "a repository whose config includes a file of the work tree (`include.path = "
-    "../.gitconfig`): the sandbox neither protects nor watches it, and the user's next git "
-    "runs the core.fsmonitor a command wrote there"
-)
 def test_a_config_included_from_the_work_tree_is_not_planted(planted: Planted) -> None:
     if planted.told_about(planted.world.ws / ".gitconfig"):
         return
@@ -260,10 +246,6 @@ def test_a_config_included_from_the_work_tree_is_not_planted(planted: Planted) -
     assert not planted.markers["fsmonitor"].exists(), "`git status` ran a planted fsmonitor"
 
 
-@hole(
-    "a relative core.hooksPath in the user's global git config (`.githooks`) names a folder "
-    "of the work tree, which the plan neither protects nor watches"
-)
 def test_a_hooks_folder_set_globally_is_not_planted(planted: Planted) -> None:
     if planted.told_about(planted.world.ws / ".githooks"):
         return
@@ -281,10 +263,6 @@ PLANT_BASH = (
 )
 
 
-@hole(
-    "the editor resolves `bash` through its PATH: a `bash` planted in a PATH folder inside the "
-    "workspace ignores BASH_ENV, and every later auto-mode command runs unconfined"
-)
 @pytest.mark.parametrize("name", paths("bwrap-terminal", "landlock-terminal"))
 def test_a_planted_bash_on_path_does_not_run_the_next_terminal_command(
     world: World, name: str, monkeypatch: pytest.MonkeyPatch
@@ -302,10 +280,6 @@ def test_a_planted_bash_on_path_does_not_run_the_next_terminal_command(
     assert not escaped.exists(), f"an auto-mode command wrote outside the workspace: {second}"
 
 
-@hole(
-    "plan.git_outside() binds what a planted submodule `.git` names: the host's "
-    "$XDG_RUNTIME_DIR comes back, and its sockets (D-Bus: `systemd-run --user`) with it"
-)
 @pytest.mark.parametrize("name", paths("bwrap", "userns"))
 def test_a_submodule_gitdir_does_not_bring_back_the_host_s_sockets(world: World, name: str) -> None:
     run = world.root / "run"
@@ -332,11 +306,6 @@ def test_a_submodule_gitdir_does_not_bring_back_the_host_s_sockets(world: World,
     assert got == b"", "a sandboxed command reached a Unix socket of the host's runtime folder"
 
 
-@hole(
-    "a repository a command creates in a subfolder is neither read-only nor watched (docs: "
-    "a known limit), yet any git run from that subfolder later, the user's or the editor's, "
-    "runs its config: here core.fsmonitor"
-)
 @pytest.mark.parametrize("name", paths("bwrap"))
 def test_a_nested_repository_is_not_planted_unreported(world: World, name: str) -> None:
     (world.ws / "src").mkdir()
@@ -350,11 +319,6 @@ def test_a_nested_repository_is_not_planted_unreported(world: World, name: str) 
     assert not marker.exists(), "`git status` in src/ ran the fsmonitor a command planted"
 
 
-@hole(
-    "sandboxed commands get Heron's whole environment but the model's keys: the sandbox hides "
-    "~/.aws and ~/.config/gh, yet AWS_SECRET_ACCESS_KEY and GITHUB_TOKEN reach the command (and "
-    "through its output the model's provider)"
-)
 @pytest.mark.parametrize("name", paths("bwrap"))
 def test_credentials_in_heron_s_environment_do_not_reach_sandboxed_commands(
     world: World, name: str
@@ -371,10 +335,6 @@ def test_credentials_in_heron_s_environment_do_not_reach_sandboxed_commands(
 PAGER_TO_GITCONFIG = "printf '[core]\\n\\tpager = evil\\n' >> ~/.gitconfig"
 
 
-@hole(
-    "with the home folder as the workspace, a sandboxed command writes ~/.bashrc and "
-    "~/.gitconfig (its read-only bind is shadowed by the root's), which run unconfined later"
-)
 @pytest.mark.parametrize("name", paths("userns"))
 def test_a_thread_on_home_can_rewrite_the_shell_and_git_startup_files(
     world: World, name: str
@@ -389,11 +349,6 @@ def test_a_thread_on_home_can_rewrite_the_shell_and_git_startup_files(
     assert (home / ".gitconfig").read_text() == "[user]\n\tname = me\n"
 
 
-@hole(
-    "with the home folder as the workspace, Heron's session store (~/.local/share/heron) is "
-    "writable: a command sets an older thread's stored mode to full-access, which "
-    "session/load obeys"
-)
 @pytest.mark.parametrize("name", paths("bwrap"))
 def test_a_thread_on_home_can_rewrite_heron_s_session_store(world: World, name: str) -> None:
     home = world.ws
@@ -461,25 +416,20 @@ def neighbours(
             proc.wait()
 
 
-@hole(
-    "Landlock scopes signals and ptrace but not prlimit/setpriority/sched_setaffinity: a command "
-    "sets RLIMIT_FSIZE 0 on the editor (killed by SIGXFSZ at its next save) or starves it"
-)
 def test_landlock_alone_cannot_change_another_process_s_limits(neighbours: Neighbours) -> None:
     victim = neighbours.victim
     assert resource.prlimit(victim, resource.RLIMIT_FSIZE)[0] == resource.RLIM_INFINITY
     assert os.getpriority(os.PRIO_PROCESS, victim) == 0
 
 
-@hole("Landlock alone leaves /proc/PID/cmdline of every process of the machine readable")
+@hole(
+    "known limit of Landlock alone (docs/sandbox.md): /proc/PID/cmdline of every process is "
+    "readable, as it is to any user of the machine; only a pid namespace hides it"
+)
 def test_landlock_alone_cannot_read_other_command_lines(neighbours: Neighbours) -> None:
     assert SECRET not in neighbours.read
 
 
-@hole(
-    "seccomp lets `touch` (a null `times`: now) through and Landlock has no right for times: "
-    "the times of any file of the user's outside the workspace change (README: refused)"
-)
 def test_landlock_alone_cannot_touch_a_file_outside(neighbours: Neighbours) -> None:
     assert neighbours.key.stat().st_mtime == 1_000_000_000
 
@@ -488,8 +438,8 @@ def test_landlock_alone_cannot_touch_a_file_outside(neighbours: Neighbours) -> N
 
 
 @hole(
-    "MCP servers start unconfined with the workspace as their cwd: `python -m server` (the "
-    "official servers' README form) imports a module a sandboxed command planted there"
+    "known limit (docs/sandbox.md): MCP servers the editor configures start, unconfined, in the "
+    "workspace: `python -m server` imports a module a sandboxed command planted there"
 )
 @pytest.mark.parametrize("name", paths("bwrap"))
 def test_an_mcp_server_started_in_the_workspace_does_not_import_planted_code(
@@ -515,8 +465,8 @@ def test_an_mcp_server_started_in_the_workspace_does_not_import_planted_code(
 
 
 @hole(
-    "RLIMIT_DATA does not count shared mappings: one process maps and touches 4x the memory "
-    "limit (MAP_SHARED|MAP_ANONYMOUS; also memfd and tmpfs files)"
+    "known limit (docs/sandbox.md): RLIMIT_DATA does not count shared mappings (MAP_SHARED, "
+    "memfd, tmpfs files): the memory limit stops a runaway process, not a deliberate one"
 )
 @pytest.mark.parametrize("name", paths("bwrap", "landlock"))
 def test_the_memory_limit_holds_for_shared_mappings(world: World, name: str) -> None:
@@ -545,10 +495,6 @@ def test_a_command_that_discards_work_asks_in_auto_mode(world: World, name: str)
 # -- 8. Heron's own steps, unconfined, on what commands left in the session's /tmp --------------
 
 
-@hole(
-    "make_mountpoints() follows a symlink a command planted in its own /tmp (the session's "
-    "folder on the host): Heron, unconfined, creates folders where the link leads"
-)
 @pytest.mark.parametrize("name", paths("bwrap"))
 def test_heron_does_not_follow_links_planted_in_the_session_tmp(world: World, name: str) -> None:
     parts = world.ws.parts
@@ -566,10 +512,6 @@ def test_heron_does_not_follow_links_planted_in_the_session_tmp(world: World, na
 # -- 9. Heron as root --------------------------------------------------------------------------
 
 
-@hole(
-    "as root, the Landlock-alone path drops no capability: sethostname, mknod of devices "
-    "(another terminal, /dev/kmsg), vhangup, syslog all work"
-)
 @pytest.mark.skipif(os.geteuid() != 0, reason="Heron runs as root only here")
 @pytest.mark.parametrize("name", paths("landlock"))
 def test_landlock_alone_as_root_keeps_no_capability(world: World, name: str) -> None:

@@ -16,13 +16,18 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agent.sandbox.rules import Sandbox, blocked_for_user, blocked_hint
+    from agent.sandbox.watch import changed_note
 
-__all__ = ["Sandbox", "blocked_for_user", "blocked_hint"]
+__all__ = ["Sandbox", "blocked_for_user", "blocked_hint", "changed_note"]
 
 
 def __getattr__(name: str) -> Any:
     """`Sandbox` and the hints on first use: the session pins its roots at `session/new` with
     agent.sandbox.plan alone, without the zygote and anyio behind `rules`."""
+    if name == "changed_note":
+        from agent.sandbox import watch
+
+        return watch.changed_note
     if name in __all__:
         from agent.sandbox import rules
 

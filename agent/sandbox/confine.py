@@ -5,7 +5,7 @@
      "landlock": {"read": [...], "write": [...], "device": [...]} | null,
      "abi": N,                  the highest Landlock ABI to use (tests emulate older kernels)
      "seccomp": "namespaced" | "landlock-only" | null,
-     "capabilities": true,      drop every capability (a user namespace gives them all)
+     "capabilities": true,      drop every capability held (a user namespace gives them all; root)
      "limits": {"nproc": N, "data": BYTES, "fsize": BYTES} | null}
 
 Order: namespaces first (the paths Landlock is given are the ones inside them), the limits,
@@ -66,10 +66,21 @@ def confine(config: dict[str, Any]) -> None:
         layer("landlock").restrict_self(
             rules["read"], rules["write"], rules["device"], highest=int(config.get("abi", 99))
         )
-    if config.get("capabilities"):
+    if config.get("capabilities") and holds_capabilities():
         layer("namespaces").drop_capabilities()
     if config.get("seccomp"):
         layer("seccomp").install(config["seccomp"])
+
+
+def holds_capabilities() -> bool:
+    """Any capability in hand now (root, or a user namespace's first process): without one,
+    with no-new-privs set by the other layers, no exec can bring one."""
+    with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+        for line in status:
+            name, _, value = line.partition(":")
+            if name in ("CapInh", "CapPrm", "CapEff", "CapAmb") and int(value, 16):
+                return True
+    return False
 
 
 def set_limits(limits: dict[str, int]) -> None:

@@ -33,6 +33,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.sandbox.gitmeta import places, real_targets
+
 SYSTEM_READS = (
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/sys",
     "/nix/store", "/snap", "/gnu/store",
@@ -49,7 +51,7 @@ HIDDEN = ("/run", "/var/run", "/var/lock")
 # nor /dev/ptmx there: the user's other terminals are /dev/pts/N and Landlock cannot tell
 # them from the command's own.
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/random", "/dev/urandom")
-PROTECTED = (".git", ".heron")  # inside each root, read-only for commands
+MAX_HOME_ENTRIES = 2000  # a home folder's top entries made writable one by one
 
 Op = list[str | int]  # ["ro", src, dst], ["rw-fd", fd, dst], ["tmpfs", dst], …
 
@@ -108,7 +110,8 @@ def landlock_rules(
     """Landlock alone: what a command may read, write and open as a device. The roots are
     given by their descriptors (whatever their paths lead to by the time the rules are made)."""
     reads: list[str | int] = [*SYSTEM_READS, "/proc", "/run/current-system"]
-    reads += heron_reads() + path_reads(home, path_env) + home_reads(home) + git_outside(roots)
+    reads += heron_reads() + path_reads(home, path_env) + home_reads(home)
+    reads += git_outside(roots, home)
     writes: list[str | int] = [root.fd for root in roots]
     return {"read": reads, "write": [*writes, tmpdir], "device": list(DEVICES)}
 
@@ -142,84 +145,106 @@ def mount_plan(
     for place in [*home_reads(home), *path_reads(home, path_env), *heron_reads()]:
         if os.path.exists(place) and not any(_under(place, s) for s in SYSTEM_READS):
             plan.append(["ro", place, place])
-    for place in git_outside(roots):  # a worktree's repository: git must read it
+    for place in git_outside(roots, home):  # a worktree's repository: git must read it
         plan.append(["ro", place, place])
     for root in roots:
         plan.append(["rw-fd", root.fd, root.path])
-    for place in protected_paths(roots, protected_outside):
+    if any(_under(str(home), root.path) for root in roots):
+        plan += home_in_workspace(home)
+    for place in protected_paths(roots, home, protected_outside):
         plan.append(["ro", place, place])
+    return plan
+
+
+def home_in_workspace(home: Path) -> list[Op]:
+    """A thread on the home folder (or a folder holding it): its files and folders stay
+    writable, but not the home folder itself nor its dot-entries (shell startup files, git's
+    and ssh's settings, editors' configs, ~/.local/bin on PATH, Heron's own store): what runs
+    later outside the sandbox. New entries cannot be made at its top either (`.bash_aliases`
+    that `.bashrc` would source)."""
+    top = str(home)
+    plan: list[Op] = [["ro", top, top]]
+    try:
+        names = sorted(os.listdir(top))
+    except OSError:
+        return plan
+    for name in names[:MAX_HOME_ENTRIES]:
+        path = os.path.join(top, name)
+        if not name.startswith(".") and not os.path.islink(path):
+            plan.append(["rw", path, path])
     return plan
 
 
 def make_mountpoints(plan: list[Op], tmpdir: str) -> None:
     """Make, in the session's own temporary folder, the folders and files where the plan binds
     something below `/tmp` (a workspace or a PATH folder under the host's /tmp): that folder is
-    the sandbox's /tmp, and Heron's namespaces never create anything on the host themselves."""
+    the sandbox's /tmp, and Heron's namespaces never create anything on the host themselves.
+
+    The folder is the commands': a symlink they left on the way is removed, never followed
+    (Heron runs this unconfined)."""
     for op in plan:
         if op[0] not in ("ro", "rw", "ro-fd", "rw-fd"):
             continue
         target = str(op[2])
         if not target.startswith("/tmp/"):
             continue
-        inside = os.path.join(tmpdir, target[len("/tmp/") :])
         source = op[1]
         is_dir = os.path.isdir(source) if isinstance(source, str) else True
         try:
-            if is_dir:
-                os.makedirs(inside, exist_ok=True)
-            elif not os.path.lexists(inside):
-                os.makedirs(os.path.dirname(inside), exist_ok=True)
-                with open(inside, "a", encoding="utf-8"):
-                    pass
+            _make_beneath(tmpdir, target[len("/tmp/") :].split("/"), is_dir)
         except OSError:
             continue  # the bind then fails and the zygote says so
 
 
-def git_outside(roots: list[Root]) -> list[str]:
-    """Where the roots' git metadata lies outside them (a worktree's main repository), to be
-    readable: a command may read it, never write it."""
-    found = [place for root in roots for place in git_metadata(root.path)]
+def _make_beneath(top: str, parts: list[str], is_dir: bool) -> None:
+    """Make `top/parts…` (a folder, or an empty file last) one component at a time, each
+    opened without following links; a link in the way is replaced by a real folder."""
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        for index, name in enumerate(parts):
+            if name in ("", ".", ".."):
+                raise OSError(f"not a plain path component: {name!r}")
+            last = index == len(parts) - 1
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                st = None
+            if st is not None and stat.S_ISLNK(st.st_mode):
+                os.unlink(name, dir_fd=fd)
+                st = None
+            if last and not is_dir:
+                if st is None:
+                    os.close(
+                        os.open(name, os.O_CREAT | os.O_WRONLY | os.O_NOFOLLOW, 0o644, dir_fd=fd)
+                    )
+                return
+            if st is None:
+                os.mkdir(name, 0o755, dir_fd=fd)
+            child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = child
+    finally:
+        os.close(fd)
+
+
+def git_outside(roots: list[Root], home: Path) -> list[str]:
+    """Where the roots' repositories lie outside them (a worktree's main repository, verified
+    to name the worktree back), to be readable: a command may read it, never write it."""
+    found = [p for root in roots for p in places(root.path, str(home)).readable]
     return sorted(p for p in dict.fromkeys(found) if not any(_under(p, r.path) for r in roots))
 
 
-def protected_paths(roots: list[Root], outside: Iterable[str] = ()) -> list[str]:
+def protected_paths(roots: list[Root], home: Path, outside: Iterable[str] = ()) -> list[str]:
     """What must stay read-only inside the writable roots: each root's `.git` and `.heron`,
-    where git's metadata really lies (a `.git` file's `gitdir:`, `commondir`, a hooks folder
-    set by `core.hooksPath`, submodules), and Heron's own config and installation."""
+    what git runs or reads from the repository (agent.sandbox.gitmeta), and Heron's own config,
+    store and installation."""
     found: list[str] = []
     for root in roots:
-        for name in PROTECTED:
-            found += _real_targets(os.path.join(root.path, name))
-        found += git_metadata(root.path)
-    found += [p for place in [*outside, *heron_reads()] for p in _real_targets(place)]
+        found += real_targets(os.path.join(root.path, ".heron"))
+        found += places(root.path, str(home)).protect
+    found += [p for place in [*outside, *heron_reads()] for p in real_targets(place)]
     inside = [p for p in dict.fromkeys(found) if any(_under(p, r.path) for r in roots)]
     return sorted(inside, key=len)
-
-
-def git_metadata(root: str) -> list[str]:
-    """Where the repository at `root` keeps what git runs: the git folder a `.git` file names,
-    its `commondir`, the hooks folder of `core.hooksPath` (husky) and the submodules' `.git`."""
-    found: list[str] = []
-    dot_git = os.path.join(root, ".git")
-    gitdir = _gitdir_of(dot_git)
-    if gitdir is None:
-        return found
-    found.append(gitdir)
-    common = _read_small(os.path.join(gitdir, "commondir"))
-    if common:
-        found.append(os.path.normpath(os.path.join(gitdir, common.strip())))
-    for config in {os.path.join(gitdir, "config"), os.path.join(found[-1], "config")}:
-        hooks = _hooks_path(_read_small(config) or "", root)
-        if hooks:
-            found.append(hooks)
-    for sub in _submodule_paths(_read_small(os.path.join(root, ".gitmodules")) or ""):
-        path = os.path.normpath(os.path.join(root, sub))
-        if _under(path, root):
-            found += _real_targets(os.path.join(path, ".git"))
-            sub_gitdir = _gitdir_of(os.path.join(path, ".git"))
-            if sub_gitdir:
-                found.append(sub_gitdir)
-    return found
 
 
 def _system(place: str) -> list[Op]:
@@ -227,70 +252,6 @@ def _system(place: str) -> list[Op]:
     if os.path.islink(place):
         return [["symlink", os.readlink(place), place]]
     return [["ro", place, place]] if os.path.isdir(place) else []
-
-
-def _real_targets(path: str) -> list[str]:
-    """`path` if it exists, and where it leads if it is a symlink (both must be protected:
-    the link's target is what git or Heron will read)."""
-    if not os.path.lexists(path):
-        return []
-    targets = [path] if not os.path.islink(path) else []
-    real = os.path.realpath(path)
-    if real != path and os.path.exists(real):
-        targets.append(real)
-    return targets
-
-
-def _gitdir_of(dot_git: str) -> str | None:
-    """The git folder of a `.git` entry: itself, or the one a `gitdir:` file names."""
-    if os.path.isdir(dot_git):
-        return os.path.realpath(dot_git)
-    text = _read_small(dot_git)
-    if text and text.startswith("gitdir:"):
-        target = text[len("gitdir:") :].strip()
-        return os.path.realpath(os.path.join(os.path.dirname(dot_git), target))
-    return None
-
-
-def _hooks_path(config: str, root: str) -> str | None:
-    """`core.hooksPath` of a git config file, absolute (relative paths are from the work
-    tree, as git takes them)."""
-    section = ""
-    for raw in config.splitlines():
-        line = raw.strip()
-        if line.startswith("["):
-            section = line.strip("[]").strip().lower()
-            continue
-        key, sep, value = line.partition("=")
-        if sep and section == "core" and key.strip().lower() == "hookspath":
-            value = value.strip().strip('"')
-            path = os.path.expanduser(value)
-            return os.path.realpath(os.path.join(root, path))
-    return None
-
-
-def _submodule_paths(gitmodules: str) -> list[str]:
-    paths = []
-    for raw in gitmodules.splitlines():
-        key, sep, value = raw.strip().partition("=")
-        if sep and key.strip().lower() == "path":
-            paths.append(value.strip().strip('"'))
-    return paths[:256]  # a hostile file must not make every command start slow
-
-
-def _read_small(path: str, limit: int = 256 * 1024) -> str | None:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None  # a FIFO or a device must not hang a zygote's start
-        return os.read(fd, limit).decode("utf-8", "replace")
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 def _under(path: str, base: str) -> bool:

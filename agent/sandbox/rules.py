@@ -20,6 +20,7 @@ import re
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +41,7 @@ from agent.sandbox.plan import (
 )
 from agent.sandbox.support import Layers, detect
 from agent.sandbox.terminal import PROBE_COMMAND, PROBE_VARIABLE, write_launch
-from agent.sandbox.watch import Fingerprint, changed_note, fingerprint
+from agent.sandbox.watch import Fingerprint, changed_paths, fingerprint, new_repositories
 from agent.sandbox.zygote import SERVER, ConfinedProcess, Zygote, ZygoteError
 
 BLOCKED_HINT = (
@@ -153,6 +154,13 @@ class Sandbox:
             # Landlock cannot keep a folder inside a writable one read-only.
             own = [*heron_reads(), *self._protected_strs()]
             exposed = [p for p in own if _inside(os.path.realpath(p), roots)]
+            home = os.path.realpath(Path.home())
+            if _inside(home, roots):
+                why = (
+                    f"a workspace folder holds your home folder ({home}), and without "
+                    "namespaces the sandbox cannot keep its settings (dotfiles) read-only"
+                )
+                return Layers(None, layers.landlock_abi, False, why)
             if exposed:
                 why = (
                     f"Heron's own installation or configuration ({exposed[0]}) lies inside the "
@@ -206,8 +214,9 @@ class Sandbox:
         config: dict[str, Any] = {
             "abi": abi,
             "seccomp": "namespaced" if namespaced else "landlock-only",
-            # bubblewrap drops them itself (`--cap-drop ALL`, bounding set included).
-            "capabilities": layers.path == "userns",
+            # bubblewrap drops them itself (`--cap-drop ALL`, bounding set included); root
+            # keeps them with Landlock alone unless they are dropped.
+            "capabilities": layers.path != "bwrap",
             "limits": self._rlimits_now(namespaced),
             "plan": self.plan(roots) if namespaced else None,
         }
@@ -220,9 +229,9 @@ class Sandbox:
             )
         return config
 
-    def terminal(self, command: str) -> tuple[str, list[str], dict[str, str]]:
-        """What the editor's terminal runs for `command` in the sandbox: `bash -c COMMAND`
-        and the environment that confines it (agent.sandbox.terminal)."""
+    def terminal(self, command: str, bash: str) -> tuple[str, list[str], dict[str, str]]:
+        """What the editor's terminal runs for `command` in the sandbox: `BASH -c COMMAND`
+        (`bash`: its full path) and the environment that confines it (agent.sandbox.terminal)."""
         layers = self.layers()
         if layers.path is None:
             raise ZygoteError(f"the sandbox is not available: {layers.missing}")
@@ -245,11 +254,11 @@ class Sandbox:
             rules["write"] = [{"root": fds[w]} if isinstance(w, int) else w for w in rules["write"]]
         entry = write_launch(f"session-{id(self):x}", config)
         env = {**self.env(), "BASH_ENV": entry}
-        return "bash", ["-c", command], env
+        return bash, ["-c", command], env
 
-    def terminal_probe(self) -> tuple[str, list[str], dict[str, str]]:
+    def terminal_probe(self, bash: str) -> tuple[str, list[str], dict[str, str]]:
         """The check that the client runs terminals with the environment Heron gives."""
-        command, args, env = self.terminal(PROBE_COMMAND)
+        command, args, env = self.terminal(PROBE_COMMAND, bash)
         return command, args, {**env, PROBE_VARIABLE: "1"}
 
     def _rlimits_now(self, namespaced: bool) -> dict[str, int]:
@@ -322,13 +331,15 @@ class Sandbox:
 
     # -- what changed, what the user is told ---------------------------------------------------
 
-    def watch(self) -> Fingerprint:
-        """The state of `.git/` config and hooks and `.heron/`, before a command."""
-        return fingerprint(self._roots())
+    def watch(self) -> Watched:
+        """What git and Heron run later outside the sandbox, as it is before a command."""
+        return Watched(fingerprint(self._roots()), time.time_ns())
 
-    def changed(self, before: Fingerprint) -> str:
-        """What the command changed there, for the model and the user ("" if nothing)."""
-        return changed_note(before, fingerprint(self._roots()))
+    def changed(self, before: Watched) -> list[str]:
+        """What the command changed of it ([] if nothing), repositories it made included."""
+        roots = self._roots()
+        changed = changed_paths(before.fingerprint, fingerprint(roots))
+        return changed + new_repositories(roots, before.started_ns)
 
     def notice(self) -> str | None:
         """Once per session: why auto mode asks for commands here."""
@@ -362,6 +373,14 @@ def blocked_hint(output: str, exit_code: int | None) -> str:
         return ""
     git = GIT_HINT if "/.git/" in output or ".git/" in output or "index.lock" in output else ""
     return BLOCKED_HINT.format(error=error) + git
+
+
+@dataclass(frozen=True)
+class Watched:
+    """The state before a sandboxed command, to compare after it."""
+
+    fingerprint: Fingerprint
+    started_ns: int
 
 
 def blocked_for_user(output: str) -> str:

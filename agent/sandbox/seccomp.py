@@ -24,9 +24,12 @@ TSYNC, any other), after no-new-privs. Two profiles:
   journald, syslog), System V IPC (a command could attach, read and write the shared memory
   of any process of the user's: an IPC namespace is what hides it), truncate by path
   (Landlock's TRUNCATE right came with ABI 3), and the metadata calls Landlock does not
-  cover: chmod, chown, explicit timestamps (touch's "now", a null `times`, stays allowed),
-  xattrs and file_setattr. Seccomp cannot tell a path inside the workspace from one outside,
-  so these are denied everywhere: `chmod +x`, `cp -p`, `tar x` and installers that set modes
+  cover: chmod, chown, timestamps (even `touch`'s "now": the times of any file of the user's
+  would change), xattrs and file_setattr; and the calls that act on another process by its pid,
+  which Landlock's scoping does not cover (prlimit, setpriority, the scheduler's calls, ioprio,
+  page migration, process_madvise): only the caller's own (pid 0) are let through. Seccomp
+  cannot tell a path inside the workspace from one outside, so the metadata calls are denied
+  everywhere: `chmod +x`, `touch`, `cp -p`, `tar x` and installers that set modes or times
   fail under this profile, and so do programs that need SysV shared memory (PostgreSQL).
 
 Both profiles first check that the call comes from this machine's own ABI: a call through
@@ -63,7 +66,7 @@ semget             64 190 L   semop              65 193 L   semctl             6
 msgget             68 186 L   msgsnd             69 189 L   msgrcv             70 188 L
 msgctl             71 187 L   truncate           76  45 L   chmod              90   - L
 fchmod             91  52 L   chown              92   - L   fchown             93  55 L
-lchown             94   - L   ptrace            101 117 N   utime             132   - A
+lchown             94   - L   ptrace            101 117 N   utime             132   - L
 personality       135  92 A   pivot_root        155  41 N   adjtimex          159 171 N
 chroot            161  51 N   acct              163  89 N   settimeofday      164 170 N
 mount             165  40 N   umount2           166  39 N   swapon            167 224 N
@@ -71,10 +74,10 @@ swapoff           168 225 N   reboot            169 142 N   init_module       17
 delete_module     176 106 N   quotactl          179  60 N   setxattr          188   5 L
 lsetxattr         189   6 L   fsetxattr         190   7 L   removexattr       197  14 L
 lremovexattr      198  15 L   fremovexattr      199  16 L   lookup_dcookie    212  18 N
-semtimedop        220 192 L   clock_settime     227 112 N   utimes            235   - A
+semtimedop        220 192 L   clock_settime     227 112 N   utimes            235   - L
 kexec_load        246 104 N   add_key           248 217 N   request_key       249 218 N
-keyctl            250 219 N   fchownat          260  54 L   futimesat         261   - A
-fchmodat          268  53 L   unshare           272  97 N   utimensat         280  88 A
+keyctl            250 219 N   fchownat          260  54 L   futimesat         261   - L
+fchmodat          268  53 L   unshare           272  97 N   utimensat         280  88 L
 perf_event_open   298 241 N   name_to_handle_at 303 264 N   open_by_handle_at 304 265 N
 clock_adjtime     305 266 N   setns             308 268 N   process_vm_readv  310 270 N
 process_vm_writev 311 271 N   kcmp              312 272 N   finit_module      313 273 N
@@ -85,7 +88,10 @@ fsopen            430 430 N   fsconfig          431 431 N   fsmount           43
 fspick            433 433 N   clone3            435 435 E   pidfd_getfd       438 438 N
 mount_setattr     442 442 N   quotactl_fd       443 443 N   fchmodat2         452 452 L
 setxattrat        463 463 L   removexattrat     466 466 L   open_tree_attr    467 467 N
-file_setattr      469 469 L
+file_setattr      469 469 L   setpriority       141 140 A   sched_setparam    142 118 A
+sched_setscheduler 144 119 A  sched_setaffinity 203 122 A   ioprio_set        251  30 A
+migrate_pages     256 238 A   move_pages        279 239 A   prlimit64         302 261 A
+sched_setattr     314 274 A   process_madvise   440 440 L   process_mrelease  448 448 L
 """
 _WORDS = TABLE.split()
 ROWS = [_WORDS[i : i + 4] for i in range(0, len(_WORDS), 4)]
@@ -105,7 +111,15 @@ TIOCSTI, TIOCLINUX = 0x5412, 0x541C  # push input into a terminal; the console's
 FS_IOC_SETFLAGS, FS_IOC_FSSETXATTR = 0x40086602, 0x401C5820  # chattr: metadata again
 PERSONALITY_OK = (0, 0xFFFFFFFF)  # PER_LINUX, and the query
 AF_UNIX, SOCK_STREAM, SOCK_SEQPACKET, SOCK_TYPE_MASK = 1, 1, 5, 0xF
-TIMES_ARG = {"utime": 1, "utimes": 1, "futimesat": 2, "utimensat": 2}  # the `times` pointer
+# Calls on another process named by a pid argument (its index): Landlock scopes signals and
+# ptrace, not these. Only 0, the caller itself, is let through.
+OWN_PID_ARG = {
+    "prlimit64": 0, "sched_setparam": 0, "sched_setscheduler": 0, "sched_setaffinity": 0,
+    "sched_setattr": 0, "migrate_pages": 0, "move_pages": 0,
+}  # fmt: skip
+# setpriority and ioprio_set: (which, who) with who 0, and `which` the process or its group:
+# "the user" (every process of theirs, the editor's too) is not let through.
+OWN_PRIORITY = {"setpriority": (0, 1), "ioprio_set": (1, 2)}
 
 RET_KILL_PROCESS, RET_ERRNO, RET_ALLOW = 0x80000000, 0x00050000, 0x7FFF0000
 EPERM, ENOSYS = 1, 38  # the same on every architecture this knows
@@ -159,12 +173,14 @@ def _checks(profile: str) -> dict[str, list[Item]]:
             (AND, 0, 0, SOCK_TYPE_MASK),  # SOCK_CLOEXEC and SOCK_NONBLOCK are flags above
             *_any_of((SOCK_STREAM, SOCK_SEQPACKET), "allow", "eperm"),
         ]
-        for name, index in TIMES_ARG.items():  # allowed only with a null `times`: "now"
+        for name, index in OWN_PID_ARG.items():  # pid_t: the kernel reads the low word
+            checks[name] = [_load(_arg(index)), (JEQ, "allow", "eperm", 0)]
+        for name, whiches in OWN_PRIORITY.items():
             checks[name] = [
-                _load(_arg(index)),
+                _load(_arg(1)),
                 (JEQ, 0, "eperm", 0),
-                _load(_arg(index, high=True)),
-                (JEQ, "allow", "eperm", 0),
+                _load(_arg(0)),
+                *_any_of(whiches, "allow", "eperm"),
             ]
     checks["ioctl"] = [_load(_arg(1)), *_any_of(ioctls, "eperm", "allow")]
     return checks

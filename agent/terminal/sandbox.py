@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from agent.files.workspace import program_outside
 from agent.sandbox.rules import Sandbox
 
 
@@ -50,7 +51,11 @@ def main(argv: list[str]) -> int:
         return 126
     print(f"heron sandbox: {layers.describe()}", file=sys.stderr)
     try:
-        program, shell_args, env = sandbox.terminal(shlex.join(command))
+        bash = program_outside("bash", roots)
+        if bash is None:
+            print("heron sandbox: bash is needed to run the command", file=sys.stderr)
+            return 127
+        program, shell_args, env = sandbox.terminal(shlex.join(command), bash)
         return subprocess.call([program, *shell_args], env={**os.environ, **env})
     except KeyboardInterrupt:
         return 130

@@ -14,7 +14,6 @@ from __future__ import annotations
 import codecs
 import logging
 import re
-import shutil
 import signal
 import subprocess
 from collections.abc import AsyncGenerator
@@ -38,9 +37,10 @@ from agent.acp.protocol import (
     TerminalParams,
     ToolCallContent,
 )
+from agent.files.workspace import program_outside
 from agent.processes.env import command_env, withheld
 from agent.processes.tree import CommandTree, forget, open_process
-from agent.sandbox import Sandbox, blocked_for_user, blocked_hint
+from agent.sandbox import Sandbox, blocked_for_user, blocked_hint, changed_note
 from agent.sandbox.zygote import ConfinedProcess, ZygoteError, reapers_available
 from agent.tools.base import (
     Preview,
@@ -135,17 +135,18 @@ class Bash(Tool[BashArgs]):
             raise ToolError(f"working directory does not exist: {cwd}")
         run = _run_in_client_terminal if ctx.client_terminal else _run_locally
         sandbox = ctx.sandbox if args.sandbox and ctx.sandbox and ctx.sandbox.confining() else None
-        watched = sandbox.watch() if sandbox else {}
+        watched = sandbox.watch() if sandbox else None
         # aclosing: if our consumer stops early, the runner's cleanup still runs right away.
         async with aclosing(run(args, ctx, cwd, sandbox)) as events:
             async for event in events:
-                if sandbox and isinstance(event, ToolResult):
+                if sandbox and watched and isinstance(event, ToolResult):
                     code = event.raw_output.get("exitCode") if event.raw_output else None
                     if hint := blocked_hint(event.output, code):
                         event.output += hint
                         shown = blocked_for_user(event.output)
                         event.content = [*(event.content or []), ContentItem.of(shown)]
-                    if warning := sandbox.changed(watched):  # what the sandbox did not stop
+                    if changed := sandbox.changed(watched):  # what the sandbox did not stop
+                        warning = changed_note(changed)
                         event.output += warning
                         event.content = [*(event.content or []), ContentItem.of(warning)]
                 yield event
@@ -159,7 +160,8 @@ def _client_env(ctx: ToolContext, sandbox: Sandbox | None) -> dict[str, str]:
     """What the editor's terminal adds to its own environment: the quiet settings (and the
     sandbox's TMPDIR), and the credentials Heron withholds blanked (the editor may have
     started Heron with them)."""
-    return {**dict.fromkeys(withheld(ctx.settings), ""), **_extra_env(sandbox)}
+    hidden = withheld(ctx.settings, sandboxed=sandbox is not None)
+    return {**dict.fromkeys(hidden, ""), **_extra_env(sandbox)}
 
 
 async def _run_in_client_terminal(
@@ -174,9 +176,9 @@ async def _run_in_client_terminal(
                     yield event
             return
         # The editor shows `bash -c COMMAND`; the environment makes it run confined.
-        command, argv, env = sandbox.terminal(args.command)
+        command, argv, env = sandbox.terminal(args.command, _shell(ctx))
     else:
-        command, argv, env = "bash" if shutil.which("bash") else "sh", ["-c", args.command], {}
+        command, argv, env = _shell(ctx), ["-c", args.command], {}
     terminal_id = await _create_terminal(ctx, sandbox, command, argv, env, cwd)
     ids = TerminalParams(session_id=ctx.session_id, terminal_id=terminal_id).dump()
     embed: list[ToolCallContent] = [TerminalItem(terminal_id=terminal_id)]
@@ -258,10 +260,10 @@ async def _create_terminal(
 async def _terminal_confines(ctx: ToolContext, sandbox: Sandbox, cwd: Path) -> bool:
     """Whether this client's terminals run the sandbox as asked (agent.sandbox.terminal):
     checked once a session, with a terminal no tool call shows."""
-    if sandbox.terminal_checked is None and not shutil.which("bash"):
+    if sandbox.terminal_checked is None and not _shell(ctx).endswith("/bash"):
         sandbox.terminal_checked = False  # the environment travels through bash's BASH_ENV
     if sandbox.terminal_checked is None:
-        command, args, env = sandbox.terminal_probe()
+        command, args, env = sandbox.terminal_probe(_shell(ctx))
         code = None
         terminal_id = await _create_terminal(ctx, sandbox, command, args, env, cwd)
         ids = TerminalParams(session_id=ctx.session_id, terminal_id=terminal_id).dump()
@@ -301,8 +303,13 @@ async def _run_locally(
 ) -> AsyncGenerator[ToolEvent, None]:
     buffer = OutputBuffer()
     tree = CommandTree()
-    argv = [shutil.which("bash") or "/bin/sh", "-c", args.command]
-    env = {**command_env(ctx.settings), **_extra_env(sandbox), "TERM": "dumb", **tree.env}
+    argv = [_shell(ctx), "-c", args.command]
+    env = {
+        **command_env(ctx.settings, sandboxed=sandbox is not None),
+        **_extra_env(sandbox),
+        "TERM": "dumb",
+        **tree.env,
+    }
     proc: Process | ConfinedProcess
     starter = sandbox or (ctx.sandbox if reapers_available() else None)
     if starter is not None:
@@ -398,6 +405,12 @@ async def _run_locally(
         content=[ContentItem.of(shown if code == 0 else f"{shown}\n\n{head}")],
         raw_output=raw,
     )
+
+
+def _shell(ctx: ToolContext) -> str:
+    """bash by its full path, found on PATH outside the workspace (a `bash` a sandboxed command
+    planted in an activated venv must not be what runs the next command), else /bin/sh."""
+    return program_outside("bash", ctx.roots) or "/bin/sh"
 
 
 def _extra_env(sandbox: Sandbox | None) -> dict[str, str]:
