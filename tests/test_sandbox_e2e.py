@@ -165,11 +165,11 @@ def test_in_the_editor_terminal_the_user_sees_their_command_and_it_runs_confined
     )
     creates = [r.params for r in client.agent_requests if r.method == "terminal/create"]
     probe, run = creates  # the session's check that this client honours `env`, then the command
-    assert (run["command"], run["args"]) == ("bash", ["-c", command])
+    assert run["command"].endswith("/bash") and run["args"] == ["-c", command]
     assert "heron" not in json.dumps([run["command"], run["args"]])
     assert any(e["name"] == "BASH_ENV" for e in run["env"])
     shown = json.dumps(turn["updates"])
-    assert (probe["command"], probe["args"]) == ("bash", ["-c", "exit 3"])
+    assert probe["command"] == run["command"] and probe["args"] == ["-c", "exit 3"]
     assert f'"terminalId": "{_terminal_of(client, run)}"' in shown
     assert f'"terminalId": "{_terminal_of(client, probe)}"' not in shown  # never on screen
     assert asked(client) == []

@@ -4,9 +4,9 @@ outside the workspace, or plants something that later runs unconfined.
 Each test is one hole, end to end: the real `heron` in `--mode auto`, a scripted model, the
 commands an attacker (a prompt injection) would make, then a look from outside. The holes are
 closed; the few still marked `xfail(strict=True)` are the known limits docs/sandbox.md names
-(a fix turns them green, and the strict mark then fails until it is removed). Each runs on paths where the hole was reproduced; the
-two namespace paths share one mount plan, so one of them stands for both where the plan is the
-hole (a fix must cover both).
+(a fix turns them green, and the strict mark then fails until it is removed). Each runs on
+the paths where the hole was reproduced; the two namespace paths share one mount plan, so one
+of them stands for both where the plan was the hole.
 """
 
 from __future__ import annotations

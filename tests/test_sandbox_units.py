@@ -20,9 +20,10 @@ import pytest
 
 from agent.permissions.policy import Decision, PermissionMemory, decide
 from agent.sandbox import Sandbox, blocked_for_user, blocked_hint, launcher, support, zygote
-from agent.sandbox.plan import Root, git_metadata, identity, mount_plan, protected_paths
+from agent.sandbox.gitmeta import places
+from agent.sandbox.plan import Root, identity, mount_plan, protected_paths
 from agent.sandbox.rules import Limits
-from agent.sandbox.watch import TOO_BIG, changed_note, fingerprint
+from agent.sandbox.watch import TOO_BIG, changed_note, changed_paths, fingerprint
 from agent.sandbox.zygote import ZygoteError
 from agent.tools.base import ToolContext
 from agent.tools.files import WriteFile
@@ -98,7 +99,9 @@ def test_limits_count_the_users_processes_only_without_a_user_namespace() -> Non
 
 
 def test_git_metadata_wherever_it_lies(tmp_path: Path) -> None:
-    main, sub = tmp_path / "main", tmp_path / "sub"
+    main, sub, home = tmp_path / "main", tmp_path / "sub", tmp_path / "home"
+    home.mkdir()
+    (home / ".gitconfig").write_text("[core]\n\thooksPath = .githooks\n")
     for repo in (main, sub):
         _git("init", "-q", str(repo), cwd=tmp_path)
         _git(
@@ -115,22 +118,35 @@ def test_git_metadata_wherever_it_lies(tmp_path: Path) -> None:
     _git("worktree", "add", "-q", str(tmp_path / "wt"), cwd=main)
     wt = tmp_path / "wt"
     _git("config", "core.hooksPath", ".husky", cwd=wt)
+    _git("config", "include.path", "../shared.gitconfig", cwd=wt)
     _git("-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub), "lib", cwd=wt)
-    found = git_metadata(str(wt))
-    assert str(main / ".git" / "worktrees" / "wt") in found  # the .git file's gitdir
-    assert str(main / ".git") in found  # its commondir
-    assert str(wt / ".husky") in found  # core.hooksPath
-    assert str(wt / "lib" / ".git") in found  # a submodule's .git file
-    protected = protected_paths([_root(wt)])
+    found = places(str(wt), str(home))
+    gitdir = str(main / ".git" / "worktrees" / "wt")
+    assert gitdir in found.readable and str(main / ".git") in found.readable  # it names wt back
+    assert str(wt / ".husky") in found.protect  # core.hooksPath of the repository
+    assert str(wt / ".githooks") in found.protect  # … and the user's relative one
+    assert str(main / "shared.gitconfig") in found.protect  # included by the common config
+    assert str(wt / "lib" / ".git") in found.protect  # a submodule's .git file
+    protected = protected_paths([_root(wt)], home)
     assert str(wt / ".git") in protected and str(wt / ".husky") in protected
     assert str(main / ".git") not in protected  # outside the roots: read-only anyway
+
+
+def test_a_git_file_that_does_not_name_the_work_tree_back_is_not_followed(tmp_path: Path) -> None:
+    """A command may write `.git` (or a submodule's) naming any folder, `~/.ssh` say."""
+    ws, secret = tmp_path / "ws", tmp_path / "home" / ".ssh"
+    ws.mkdir()
+    secret.mkdir(parents=True)
+    (ws / ".git").write_text(f"gitdir: {secret}\n")
+    found = places(str(ws), str(tmp_path / "home"))
+    assert str(secret) not in found.readable and str(secret) not in found.protect
 
 
 def test_a_symlinked_git_folder_is_protected_where_it_leads(tmp_path: Path) -> None:
     ws, real_git = tmp_path / "ws", tmp_path / "ws" / "elsewhere"
     real_git.mkdir(parents=True)
     (ws / ".git").symlink_to(real_git)
-    assert str(real_git) in protected_paths([_root(ws)])
+    assert str(real_git) in protected_paths([_root(ws)], tmp_path / "home")
 
 
 def test_the_plan_hides_the_home_folder_and_never_binds_it_whole(
@@ -144,6 +160,7 @@ def test_the_plan_hides_the_home_folder_and_never_binds_it_whole(
     ws.mkdir()
     path_env = f"{home}:/:{home}/.local/bin:/usr/bin"
     plan = mount_plan([_root(ws)], str(tmp_path / "tmp"), home, path_env)
+    assert not any(op[0] == "rw" and str(op[2]).startswith(str(home)) for op in plan)
     binds = [op for op in plan if op[0] in ("ro", "rw")]
     targets = [str(op[2]) for op in binds]
     assert str(home) not in targets and "/" not in targets
@@ -165,10 +182,10 @@ def test_the_watch_sees_config_hooks_and_heron_changes_not_the_index(tmp_path: P
     before = fingerprint([tmp_path])
     (tmp_path / ".git" / "index.lock").write_text("x")  # what every git status does
     (tmp_path / ".git" / "index.lock").rename(tmp_path / ".git" / "index")
-    assert changed_note(before, fingerprint([tmp_path])) == ""
+    assert changed_note(changed_paths(before, fingerprint([tmp_path]))) == ""
     (tmp_path / ".git" / "hooks" / "pre-commit").write_text("evil")
     (tmp_path / ".heron").mkdir()
-    note = changed_note(before, fingerprint([tmp_path]))
+    note = changed_note(changed_paths(before, fingerprint([tmp_path])))
     assert ".git/hooks/pre-commit" in note and ".heron" in note
 
 
@@ -182,7 +199,7 @@ def test_a_tree_too_large_to_watch_always_counts_as_changed(
         (tmp_path / ".heron" / f"f{i}").write_text("x")
     monkeypatch.setattr(watch, "LIMIT", 10)
     first = fingerprint([tmp_path])
-    assert TOO_BIG in changed_note(first, fingerprint([tmp_path]))
+    assert TOO_BIG in changed_note(changed_paths(first, fingerprint([tmp_path])))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -362,19 +379,31 @@ def _run_then_close(main: Any, sandbox: Sandbox) -> None:
 
 
 def _server_pid(sandbox: Sandbox) -> int:
-    """The zygote itself (under bubblewrap or its own monitor: the deepest zygote process)."""
+    """The zygote itself: below bubblewrap or its own monitor, the first Python process of the
+    innermost pid namespace (its reapers, forks of it, come after it)."""
     assert sandbox._zygote is not None and sandbox._zygote._process is not None
-    found = top = sandbox._zygote._process.pid
-    for _ in range(4):
-        children = Path(f"/proc/{found}/task/{found}/children").read_text().split()
-        servers = [
-            int(c) for c in children if b"zygote_server" in Path(f"/proc/{c}/cmdline").read_bytes()
-        ]
-        if not servers:
-            break
-        found = servers[0]
-    assert found != top or b"python" in Path(f"/proc/{top}/cmdline").read_bytes().split(b"\0")[0]
-    return found
+    chain, pid = [], sandbox._zygote._process.pid
+    while pid:
+        chain.append(pid)
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        pid = next((int(c) for c in children if b"zygote_server" in _cmdline(int(c))), 0)
+    depth = {p: len(_status(p).get("NSpid", "").split()) for p in chain}
+    deepest = max(depth.values())
+    return next(
+        p for p in chain if depth[p] == deepest and b"python" in _cmdline(p).split(b"\0")[0]
+    )
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _status(pid: int) -> dict[str, str]:
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return dict(line.split(":\t", 1) for line in lines if ":\t" in line)
 
 
 def _gone(pid: int) -> bool:

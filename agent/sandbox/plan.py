@@ -52,6 +52,10 @@ HIDDEN = ("/run", "/var/run", "/var/lock")
 # them from the command's own.
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/random", "/dev/urandom")
 MAX_HOME_ENTRIES = 2000  # a home folder's top entries made writable one by one
+# Inside each root, read-only too: Heron's project settings, and what an editor or a shell runs
+# from the project (Zed's and VS Code's tasks, formatters and language servers; JetBrains';
+# direnv's `.envrc`, run at every `cd`).
+EDITOR_SETTINGS = (".heron", ".zed", ".vscode", ".idea", ".envrc")
 
 Op = list[str | int]  # ["ro", src, dst], ["rw-fd", fd, dst], ["tmpfs", dst], …
 
@@ -240,7 +244,8 @@ def protected_paths(roots: list[Root], home: Path, outside: Iterable[str] = ()) 
     store and installation."""
     found: list[str] = []
     for root in roots:
-        found += real_targets(os.path.join(root.path, ".heron"))
+        for name in EDITOR_SETTINGS:
+            found += real_targets(os.path.join(root.path, name))
         found += places(root.path, str(home)).protect
     found += [p for place in [*outside, *heron_reads()] for p in real_targets(place)]
     inside = [p for p in dict.fromkeys(found) if any(_under(p, r.path) for r in roots)]

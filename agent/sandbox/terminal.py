@@ -46,10 +46,14 @@ _folder: str | None = None
 
 
 def _private_folder() -> str:
-    """Heron's own folder for these files (0700), made on first use, gone at exit."""
+    """Heron's own folder for these files (0700), made on first use, gone at exit: in the
+    user's runtime folder where there is one (empty in every sandbox), else the system's
+    temporary folder (never the session's, which commands write)."""
     global _folder
     if _folder is None or not os.path.isdir(_folder):
-        _folder = tempfile.mkdtemp(prefix="heron-run-")
+        runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+        base = runtime if runtime and os.path.isdir(runtime) else None
+        _folder = tempfile.mkdtemp(prefix="heron-run-", dir=base)
         atexit.register(shutil.rmtree, _folder, True)
     return _folder
 

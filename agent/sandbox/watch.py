@@ -22,6 +22,7 @@ import stat
 from pathlib import Path
 
 from agent.sandbox.gitmeta import places
+from agent.sandbox.plan import EDITOR_SETTINGS
 
 LIMIT = 20_000  # entries per fingerprint
 GIT_FILES = ("config", "config.worktree", "hooks", "commondir", "info")
@@ -47,7 +48,8 @@ def watched(root: Path, home: str) -> list[tuple[str, bool]]:
     folder walked, a file's size and times) or only what it is (a git folder, whose index and
     logs change with every git command)."""
     top = str(root)
-    entries = [(os.path.join(top, ".git"), False), (os.path.join(top, ".heron"), True)]
+    entries = [(os.path.join(top, ".git"), False)]
+    entries += [(os.path.join(top, name), True) for name in EDITOR_SETTINGS]
     for place in places(top, home).protect:
         if os.path.isdir(place) and os.path.basename(place) != "hooks" and _is_git_folder(place):
             entries.append((place, False))
