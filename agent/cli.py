@@ -34,13 +34,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Heron, a coding agent for the Agent Client Protocol. With no arguments it "
         "speaks ACP (JSON-RPC 2.0, one message per line) on stdin/stdout, as editors expect. "
         "From a terminal: `heron exec TASK` runs one task and exits, `heron sessions` lists "
-        "the stored sessions, `heron setup` chooses an endpoint and a model (each has --help); "
-        "`heron sandbox --write DIR ... -- CMD` runs CMD in auto mode's sandbox.",
+        "the stored sessions, `heron setup` chooses an endpoint and a model, `heron sandbox -- "
+        "CMD` runs CMD as auto mode would (each has --help).",
         epilog="Environment: OPENAI_API_KEY, OPENAI_BASE_URL, HERON_MODEL, HERON_MODE, "
         "HERON_MAX_TOKENS, HERON_CONFIG, HERON_LOG_LEVEL, HERON_LOG_FILE, HERON_DATA_DIR, "
         "HERON_CONTEXT_WINDOW, HERON_PASS_ENV, HERON_TOOL_CALLS, HERON_SANDBOX (off: no command "
-        "sandbox). Flags beat environment beat the config file "
-        "(default ~/.config/heron/config.toml).",
+        "sandbox; bwrap, userns, landlock: that path only). Flags beat environment beat the "
+        "config file (default ~/.config/heron/config.toml).",
     )
     parser.add_argument("--version", action="version", version=f"heron {__version__}")
     add_flags(parser)
@@ -51,11 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     # Terminal commands. `setup` may also come last: an editor's terminal auth appends it to
     # the command line Heron is configured with (`heron --model x setup`).
-    if argv and argv[0] == "sandbox":  # the command launcher of auto mode (agent.sandbox)
-        from agent.sandbox.landlock import main as sandbox
-
-        return sandbox(argv[1:])
-    if argv and (argv[0] in ("exec", "sessions", "setup") or argv[-1] == "setup"):
+    if argv and (argv[0] in ("exec", "sessions", "sandbox", "setup") or argv[-1] == "setup"):
         from agent.terminal import run_command
 
         return run_command(argv)

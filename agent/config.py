@@ -100,6 +100,11 @@ class Settings:
     # holds (agent.processes.env); TOML: a list of names, environment: comma-separated.
     pass_env: tuple[str, ...] = ()
     tool_calls: str = "auto"  # one of TOOL_CALL_MODES
+    # Limits of a command auto mode runs unasked (agent.sandbox; 0: none): processes of the
+    # sandbox, memory of one process (MB; default: half the machine's), size of a file (MB).
+    sandbox_max_processes: int = 4096
+    sandbox_max_memory_mb: int | None = None
+    sandbox_max_file_mb: int = 16384
     config_file: str | None = None  # the file the settings were read from, if any
     # More endpoints for the model picker: `[providers.NAME]` tables (parse_providers).
     providers: dict[str, Provider] = field(default_factory=dict)
@@ -158,6 +163,9 @@ _NUMBERS: dict[str, type] = {
     "max_tokens": int,
     "mcp_startup_timeout": float,
     "context_window": int,
+    "sandbox_max_processes": int,
+    "sandbox_max_memory_mb": int,
+    "sandbox_max_file_mb": int,
 }
 
 
@@ -189,6 +197,9 @@ def _build(values: dict[str, Any]) -> Settings:
         check_base_url(settings.base_url)
     if settings.max_tokens is not None and settings.max_tokens < 1:
         raise ConfigError("max_tokens must be at least 1")
+    for name in ("sandbox_max_processes", "sandbox_max_memory_mb", "sandbox_max_file_mb"):
+        if (getattr(settings, name) or 0) < 0:
+            raise ConfigError(f"{name} must be 0 (no limit) or more")
     if not settings.mcp_startup_timeout > 0:
         raise ConfigError("mcp_startup_timeout must be a positive number of seconds")
     return settings

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from agent.options.state import Choices
+from agent.sandbox.plan import Identity, identity
 from agent.store.saver import Saver, SessionParts, title_update
 from agent.store.titles import first_request_text, make_title
 from agent.store.transcript import Transcript
@@ -87,7 +88,11 @@ class Session:
         self._mcp_version = 0
         if mcp_servers:
             self.start_mcp(mcp_servers)
-        self.additional_directories: list[Path] = []
+        # Each root's identity when the session began (agent.sandbox.plan.identity): auto mode's
+        # sandbox refuses a root whose path leads elsewhere later.
+        self.root_pins: dict[str, Identity] = {}
+        self._additional_directories: list[Path] = []
+        self._pin_roots()
         self.title: str | None = None
         self.told: set[str] = set()  # notices shown once per session (agent.turn.model)
         self.saver: Saver | None = None  # set by the server: saves each step (agent.store)
@@ -138,14 +143,31 @@ class Session:
             settings=self.settings,
             changes=self.undo,
             sandbox=self.sandbox,
+            roots_of=lambda: self.roots,
         )
 
     @cached_property
     def sandbox(self) -> Sandbox:
         """Where its commands run in auto mode: its roots writable, a private TMPDIR."""
-        from agent.sandbox import Sandbox
+        from agent.permissions.policy import heron_config_paths
+        from agent.sandbox.rules import Limits, Sandbox
+        from agent.store.store import data_dir
 
-        return Sandbox(roots=lambda: self.roots, active=lambda: self.mode == "auto")
+        def limits() -> Limits:
+            settings = self.settings
+            return Limits(
+                processes=settings.sandbox_max_processes,
+                memory_mb=settings.sandbox_max_memory_mb,
+                file_mb=settings.sandbox_max_file_mb,
+            )
+
+        return Sandbox(
+            roots=lambda: self.roots,
+            active=lambda: self.mode == "auto",
+            pins=self.root_pins,
+            protected=lambda: [*heron_config_paths(self.settings), data_dir(self.settings)],
+            limits=limits,
+        )
 
     @cached_property
     def undo(self) -> UndoJournal:
@@ -213,6 +235,20 @@ class Session:
         if self.mcp is not None:
             mcp, self.mcp = self.mcp, None
             await mcp.aclose()
+
+    @property
+    def additional_directories(self) -> list[Path]:
+        return self._additional_directories
+
+    @additional_directories.setter
+    def additional_directories(self, directories: list[Path]) -> None:
+        self._additional_directories = directories
+        self._pin_roots()
+
+    def _pin_roots(self) -> None:
+        for root in self.roots:
+            if str(root) not in self.root_pins and (found := identity(root)):
+                self.root_pins[str(root)] = found
 
     @property
     def roots(self) -> list[Path]:

@@ -73,7 +73,7 @@ def start_tree(heron: Any, fake_llm: Any, workspace: str) -> tuple[Any, str, Any
     client = heron(*FULL, client_capabilities=NO_CAPS)
     session_id = client.new_session(workspace)
     pending = client.prompt_async(session_id, "go")
-    wait_for(lambda: len(tagged(tag)) >= 4, 10, "the whole tree to start")  # 4 sleeps
+    wait_for(lambda: len(tagged(tag)) >= 4, 60, "the whole tree to start")  # 4 sleeps
     return client, session_id, pending, tag
 
 
@@ -88,7 +88,7 @@ def test_cancel_kills_the_whole_tree_and_answers_at_once(heron, fake_llm, worksp
     # The tree ignores SIGTERM (SIGKILL follows a 0.5 s grace); the answer does not wait for
     # it: scripts/bench_processes.py measures how fast it comes.
     assert pending.result(timeout=30) == {"stopReason": "cancelled"}
-    wait_for(lambda: not tagged(tag), 15, "every tagged process to die")
+    wait_for(lambda: not tagged(tag), 60, "every tagged process to die")
     assert_clean_stderr(client)
 
 
@@ -99,17 +99,49 @@ def test_background_jobs_die_when_the_command_ends(heron, fake_llm, workspace):
     client = heron(*FULL, client_capabilities=NO_CAPS)
     turn = client.prompt(client.new_session(workspace), "go")
     assert turn["stopReason"] == "end_turn"
-    wait_for(lambda: not tagged(tag), 15, "every tagged process to die")
+    wait_for(lambda: not tagged(tag), 60, "every tagged process to die")
     result = next(m for m in fake_llm.requests[1].body["messages"] if m["role"] == "tool")
     assert result["content"].startswith("Exit code 0\n(stopped 3 background process(es)")
     assert_clean_stderr(client)
+
+
+@pytest.mark.parametrize("how", ["setsid env -i", "double fork"])
+def test_a_job_without_our_marker_or_group_still_dies_with_its_command(
+    heron, fake_llm, workspace, how
+):
+    """`setsid env -i` clears the environment marker and leaves the process group; a double
+    fork leaves its parent: the command's reaper keeps both in its tree."""
+    marker = f"9999.{uuid.uuid4().int % 10**6:06d}"
+    command = {
+        "setsid env -i": f"setsid env -i sleep {marker} >/dev/null 2>&1 &",
+        "double fork": f"(setsid sh -c 'env -i sleep {marker} &' >/dev/null 2>&1 &)",
+    }[how]
+    fake_llm.script(
+        tool_calls(Call("bash", {"command": f"{command} echo started"}, id="b")), text("ok")
+    )
+    client = heron(*FULL, client_capabilities=NO_CAPS)
+    assert client.prompt(client.new_session(workspace), "go")["stopReason"] == "end_turn"
+    wait_for(lambda: not _running(marker), 60, "the escaped sleep to die")
+    assert_clean_stderr(client)
+
+
+def _running(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
 
 
 def test_closing_stdin_kills_the_whole_tree(heron, fake_llm, workspace):
     client, _, _, tag = start_tree(heron, fake_llm, workspace)
     client.close_stdin()
     assert client.wait_exit(timeout=30) == 0
-    wait_for(lambda: not tagged(tag), 15, "every tagged process to die")
+    wait_for(lambda: not tagged(tag), 60, "every tagged process to die")
     assert_clean_stderr(client)
 
 

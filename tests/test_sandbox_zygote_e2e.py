@@ -1,11 +1,8 @@
 """Auto mode's zygote (agent.sandbox.zygote): the one confined process per session that starts
-its commands. What it must not change: a zygote killed mid-session is replaced and the next
-command is still confined; Stop still kills a sandboxed command's whole tree; no zygote or
-command is left after session/close, after Heron exits, or after Heron is killed.
-
-The real `heron` in `--mode auto` running commands locally; the zygote is found in /proc as
-Heron's child running `zygote_server.py`.
-"""
+its commands (under bubblewrap where it is installed: Heron's child is then bwrap). What it must
+not change: a zygote killed mid-session is replaced and the next command is still confined;
+Stop still kills a sandboxed command's whole tree; no zygote or command is left after
+session/close, after Heron exits, or after Heron is killed."""
 
 from __future__ import annotations
 
@@ -28,9 +25,9 @@ from test_processes_e2e import (
 )
 from test_tools_e2e import tool_result
 
-from agent.sandbox.landlock import abi_version
+from agent.sandbox.support import detect
 
-pytestmark = pytest.mark.skipif(abi_version() < 1, reason="no Landlock in this kernel")
+pytestmark = pytest.mark.skipif(detect().path is None, reason=f"no sandbox: {detect().missing}")
 
 AUTO = ("--mode", "auto")
 
@@ -85,13 +82,12 @@ def test_a_killed_zygote_is_replaced_and_the_next_command_is_still_confined(
     assert client.prompt(session_id, "go")["stopReason"] == "end_turn"
     (first,) = zygotes(client.proc.pid)
     os.kill(first, signal.SIGKILL)  # as a crash, or a command killing its parent, would
-    wait_for(lambda: not alive(first), 10, "the zygote to die")
+    wait_for(lambda: not alive(first), 60, "the zygote to die")
 
     assert client.prompt(session_id, "again")["stopReason"] == "end_turn"
     assert asked(client) == []
     assert Path(workspace, "inside.txt").read_text() == "two\n"
     assert not outside.exists()
-    assert "Permission denied" in tool_result(fake_llm.requests[3], "c")
     (second,) = zygotes(client.proc.pid)
     assert second != first
     assert_clean_stderr(client)
@@ -103,10 +99,10 @@ def test_stop_kills_a_sandboxed_commands_whole_tree(heron, fake_llm, workspace):
     client = heron(*AUTO, client_capabilities=NO_CAPS)
     session_id = client.new_session(workspace)
     pending = client.prompt_async(session_id, "go")
-    wait_for(lambda: len(tagged(tag)) >= 4, 15, "the whole tree to start")  # 4 sleeps
+    wait_for(lambda: len(tagged(tag)) >= 4, 60, "the whole tree to start")  # 4 sleeps
     client.cancel(session_id)
     assert pending.result(timeout=30) == {"stopReason": "cancelled"}
-    wait_for(lambda: not tagged(tag), 15, "every tagged process to die")
+    wait_for(lambda: not tagged(tag), 60, "every tagged process to die")
     assert len(zygotes(client.proc.pid)) == 1  # the session's zygote serves on
     assert_clean_stderr(client)
 
@@ -115,17 +111,25 @@ def test_concurrent_sessions_each_run_in_their_own_sandbox(heron, fake_llm, tmp_
     first, second = tmp_path / "one", tmp_path / "two"
     first.mkdir()
     second.mkdir()
-    # The first command waits for the second session's file, which it may not write itself.
-    wait = f"while [ ! -e {second}/ready ]; do sleep 0.05; done; echo x > {second}/mine"
-    fake_llm.script(bash(wait), bash("echo r > ready", "c"), text("one"), text("two"))
+    # The first session's command runs while the second session's zygote serves; neither may
+    # write the other's folder.
+    wait = f"echo x > {second}/mine; touch started; while [ ! -e go ]; do sleep 0.05; done"
+    fake_llm.script(
+        bash(wait),
+        bash(f"echo r > ready; echo x > {first}/theirs; touch {first}/go", "c"),
+        text("one"),
+        text("two"),
+    )
     client = heron(*AUTO, client_capabilities=NO_CAPS)
     one, two = client.new_session(str(first)), client.new_session(str(second))
     pending = client.prompt_async(one, "go")
-    wait_for(lambda: len(fake_llm.requests) >= 1, 15, "the first command to be asked for")
+    wait_for(lambda: (first / "started").exists(), 60, "the first command to run")
     assert client.prompt(two, "go")["stopReason"] == "end_turn"
+    assert len(zygotes(client.proc.pid)) == 2  # both serving at once
+    (first / "go").touch()  # the second could not: release the first from here
     assert pending.result(timeout=30)["stopReason"] == "end_turn"
     assert (second / "ready").exists() and not (second / "mine").exists()
-    assert len(zygotes(client.proc.pid)) == 2
+    assert not (first / "theirs").exists()
 
 
 def test_the_zygote_exits_with_its_session(heron, fake_llm, workspace):
@@ -135,7 +139,7 @@ def test_the_zygote_exits_with_its_session(heron, fake_llm, workspace):
     assert client.prompt(session_id, "go")["stopReason"] == "end_turn"
     (zygote,) = zygotes(client.proc.pid)
     client.request("session/close", {"sessionId": session_id})
-    wait_for(lambda: not alive(zygote), 15, "the zygote to exit")
+    wait_for(lambda: not alive(zygote), 60, "the zygote to exit")
     assert_clean_stderr(client)
 
 
@@ -145,7 +149,7 @@ def test_no_zygote_or_command_is_left_when_heron_ends(heron, fake_llm, workspace
     fake_llm.script(bash(f"export {TAG}={tag}; echo started; sleep 1000"), text("x"))
     client = heron(*AUTO, client_capabilities=NO_CAPS)
     client.prompt_async(client.new_session(workspace), "go")
-    wait_for(lambda: tagged(tag), 15, "the command to start")
+    wait_for(lambda: tagged(tag), 60, "the command to start")
     (zygote,) = zygotes(client.proc.pid)
     if end == "exit":
         client.close_stdin()
@@ -153,8 +157,8 @@ def test_no_zygote_or_command_is_left_when_heron_ends(heron, fake_llm, workspace
     else:
         client.proc.kill()  # no cleanup of its own: the zygote sees its socket end
         client.proc.wait(timeout=30)
-    wait_for(lambda: not tagged(tag), 15, "the command to die")
-    wait_for(lambda: not alive(zygote), 15, "the zygote to exit")
+    wait_for(lambda: not tagged(tag), 60, "the command to die")
+    wait_for(lambda: not alive(zygote), 60, "the zygote to exit")
 
 
 def test_a_command_inherits_no_descriptor_of_the_zygote(heron, fake_llm, workspace):

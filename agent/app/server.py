@@ -376,6 +376,8 @@ def run_server(
             server.initialized = True  # the client has its answer either way
         await connection.serve(pending, at_eof=at_eof, on_eof=server.cancel_all)
         await server.store.flush()  # the last steps reach the disk before the process exits
+        if zygotes := sys.modules.get("agent.sandbox.zygote"):  # loaded if a command ran
+            await zygotes.stop_all()
 
     anyio.run(main)
     return 0

@@ -19,3 +19,22 @@ def inside(path: Path, roots: Sequence[Path]) -> bool:
 
 def under(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
+
+
+def program_outside(name: str, roots: Sequence[Path], path: str | None = None) -> str | None:
+    """`name` found on PATH like `shutil.which`, skipping every folder that lies inside the
+    workspace (as written or where it leads): sandboxed commands may write there, and Heron runs
+    what it finds (rg, bash) outside the sandbox."""
+    for folder in (os.environ.get("PATH", "") if path is None else path).split(os.pathsep):
+        if not folder or not os.path.isabs(folder):
+            continue  # `.` or a relative entry means the current folder: never trusted
+        candidate = os.path.join(folder, name)
+        if any(
+            under(Path(p), root) or under(Path(p), Path(os.path.realpath(root)))
+            for root in roots
+            for p in (candidate, os.path.realpath(candidate))
+        ):
+            continue
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None

@@ -30,7 +30,6 @@ from typing import Any
 from agent.acp.protocol import PermissionOption
 from agent.config import default_config_path
 from agent.files.workspace import inside, under
-from agent.sandbox import available as sandbox_available
 from agent.tools.base import Safety, Tool, ToolContext
 from agent.tools.command_keys import describe_key as describe_command_key
 
@@ -126,7 +125,7 @@ def decide(
         return Verdict(Decision.ALLOW, keys=keys)
     if mode in ("auto", "accept-edits") and safety is Safety.MUTATING:
         return Verdict(Decision.ALLOW, keys=keys)
-    if mode == "auto" and tool.sandboxed(args) and sandbox_available():
+    if mode == "auto" and tool.sandboxed(args) and ctx.sandbox and ctx.sandbox.confining():
         return Verdict(Decision.ALLOW, keys=keys)
     return Verdict(Decision.ASK, keys=keys)
 

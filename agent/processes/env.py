@@ -17,6 +17,14 @@ from typing import Any
 
 ALWAYS = frozenset(("OPENAI_API_KEY",))
 _SECRET_HERON = re.compile(r"^HERON_.*(KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
+# A variable that looks like a credential (GITHUB_TOKEN, AWS_SECRET_ACCESS_KEY, NPM_TOKEN,
+# DATABASE_PASSWORD, …): a command auto mode runs unasked gets none of them (it has no network
+# to use one, and its output reaches the model).
+_CREDENTIAL = re.compile(
+    r"(^|_)(KEY|APIKEY|TOKEN|SECRET|PASSWORD|PASSWD|PASS|CREDENTIALS?|AUTH|COOKIE|PAT|PRIVATE)"
+    r"(_|$)",
+    re.IGNORECASE,
+)
 
 
 def held_keys(settings: Any) -> set[str]:
@@ -27,8 +35,11 @@ def held_keys(settings: Any) -> set[str]:
     return {key for key in keys if key}
 
 
-def withheld(settings: Any, environ: Mapping[str, str] | None = None) -> list[str]:
-    """The names of the variables of `environ` that hold a credential and are not passed."""
+def withheld(
+    settings: Any, environ: Mapping[str, str] | None = None, sandboxed: bool = False
+) -> list[str]:
+    """The names of the variables of `environ` that hold a credential and are not passed:
+    Heron's own, and for a sandboxed command every one that looks like a credential."""
     environ = os.environ if environ is None else environ
     keys = held_keys(settings)
     passed = set(getattr(settings, "pass_env", ()) or ())
@@ -36,14 +47,22 @@ def withheld(settings: Any, environ: Mapping[str, str] | None = None) -> list[st
         name
         for name, value in environ.items()
         if name not in passed
-        and (name in ALWAYS or _SECRET_HERON.match(name) or (value and value in keys))
+        and (
+            name in ALWAYS
+            or _SECRET_HERON.match(name)
+            or (value and value in keys)
+            or (sandboxed and _CREDENTIAL.search(name))
+        )
     ]
 
 
-def command_env(settings: Any, environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """`environ` (Heron's environment) without the credentials it holds."""
+def command_env(
+    settings: Any, environ: Mapping[str, str] | None = None, sandboxed: bool = False
+) -> dict[str, str]:
+    """`environ` (Heron's environment) without the credentials it holds (`sandboxed`: without
+    any variable that looks like one, unless `pass_env` names it)."""
     environ = os.environ if environ is None else environ
-    hidden = set(withheld(settings, environ))
+    hidden = set(withheld(settings, environ, sandboxed))
     return {name: value for name, value in environ.items() if name not in hidden}
 
 

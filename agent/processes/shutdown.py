@@ -64,10 +64,14 @@ def _stop_everything() -> None:
     from agent.processes.tree import stop_everything
 
     stop_everything()
-    # Sessions still open at exit leave their sandbox TMPDIRs (loaded only if one was made).
+    # Sessions still open at exit leave their sandbox TMPDIRs, and the editor's terminal its
+    # launcher files (each module loaded only if it made some).
     sandbox = sys.modules.get("agent.sandbox.rules")
     if sandbox is not None:
         sandbox.remove_leftovers()
+    terminal = sys.modules.get("agent.sandbox.terminal")
+    if terminal is not None:
+        terminal.remove_files()
 
 
 def _flush(logs: bool = True) -> None:

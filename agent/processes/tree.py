@@ -11,8 +11,11 @@ and a background job outlives the shell that started it. So:
   process that left the group is still known as the command's.
 
 A command's tree is then: its process group, the descendants of Heron carrying its marker,
-and every descendant of those. `stop_everything` takes all descendants of Heron, at exit.
-Without /proc (not Linux) only the process group is reached.
+and every descendant of those. A command started below a reaper of its own (agent.sandbox's
+zygotes start every local command so) has everything it left behind below that reaper, even
+what cleared its environment and left its group (`setsid env -i …`): those count too, the
+reaper itself not (it ends by itself once they are gone). `stop_everything` takes all
+descendants of Heron, at exit. Without /proc (not Linux) only the process group is reached.
 
 Imports stay light (no asyncio, anyio at module level): `agent.cli` installs the exit handlers
 before the first line of input is read.
@@ -150,10 +153,13 @@ class CommandTree:
         self.id = uuid.uuid4().hex
         self.env = {MARKER: self.id}
         self.leader: int | None = None
+        self.reaper: int | None = None
 
-    def attach(self, leader: int) -> None:
-        """The command runs as `leader`, in a new session (its pid is the group's id)."""
+    def attach(self, leader: int, reaper: int | None = None) -> None:
+        """The command runs as `leader`, in a new session (its pid is the group's id), below
+        `reaper` when it has one."""
         self.leader = leader
+        self.reaper = reaper
         _leaders.add(leader)
 
     def members(self, table: dict[int, Proc] | None = None) -> set[int]:
@@ -168,7 +174,10 @@ class CommandTree:
             or pid == self.leader
             or (not table[pid].zombie and _marker_of(pid) == self.id)
         }
+        if self.reaper is not None and self.reaper in ours:
+            roots.add(self.reaper)
         tree = roots | descendants(table, roots)
+        tree.discard(self.reaper or 0)
         return {pid for pid in tree if pid != mine and not table[pid].zombie}
 
     def signal(self, sig: int) -> set[int]:

@@ -1,23 +1,19 @@
-"""Landlock over its three syscalls (ctypes), and the launcher that confines itself then execs.
+"""Landlock over its three syscalls (ctypes): one layer of auto mode's sandbox.
 
-    python -I -S landlock.py --write DIR --read DIR … -- sh -c CMD
-
-applies the rules to its own (single-threaded) process and execs the command, which, with
-everything it starts, stays confined: Landlock cannot be lifted by a child. Heron starts
-commands through this launcher instead of confining a forked child of its own threaded process
-(a `preexec_fn` may deadlock there). Standard library only, so it runs as a bare script
-(`-I -S`: no site, no environment hooks) in about ten milliseconds.
+`restrict_self` confines the calling (single-threaded) process and everything it starts
+later; a child cannot lift it. Standard library only: the zygote and the launcher import it as
+bare scripts (agent.sandbox.confine).
 
 What is handled: every filesystem access the kernel's ABI knows (reads allowed only under the
-`--read` and `--write` paths, writes only under `--write`), TCP bind and connect (ABI ≥ 4, none
+read and write paths, writes only under the write paths), TCP bind and connect (ABI ≥ 4, none
 allowed), and from ABI 6 signals and abstract Unix sockets reaching outside the sandbox.
 """
 
 from __future__ import annotations
 
-import _signal  # type: ignore[import-not-found]  # not `signal`: its enums slow the start
 import ctypes
 import os
+import stat
 import sys
 
 SYS_CREATE_RULESET, SYS_ADD_RULE, SYS_RESTRICT_SELF = 444, 445, 446  # same on every arch
@@ -36,8 +32,6 @@ READ = EXECUTE | READ_FILE | READ_DIR
 FILE_ONLY = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV  # what a rule on a file takes
 # Writing to a device that exists (/dev/null, /dev/tty): no creating or removing there.
 DEVICE_WRITE = WRITE_FILE | TRUNCATE | IOCTL_DEV
-
-DENIED = 126  # the launcher's exit status when it cannot confine (the shell's "cannot execute")
 
 
 class RulesetAttr(ctypes.Structure):
@@ -61,13 +55,18 @@ _libc: ctypes.CDLL | None = None
 _abi: int | None = None
 
 
-def _syscall(*args: object) -> int:  # ints, pointers (byref) or None
+def libc() -> ctypes.CDLL:
+    """The C library (prctl, syscall), loaded once."""
     global _libc
     if _libc is None:
         _libc = ctypes.CDLL(None, use_errno=True)
+    return _libc
+
+
+def _syscall(*args: object) -> int:  # ints, pointers (byref) or None
     # Variadic: every argument passed as a full long, as the kernel reads it.
     wide = [ctypes.c_long(a) if isinstance(a, int) else a for a in args]
-    result: int = _libc.syscall(*wide)
+    result: int = libc().syscall(*wide)
     if result < 0:
         errno = ctypes.get_errno()
         raise LandlockError(errno, os.strerror(errno))
@@ -99,12 +98,15 @@ def handled_fs(abi: int) -> int:
     return handled
 
 
-def restrict_self(reads: list[str], writes: list[str], devices: list[str]) -> int:
+def restrict_self(
+    reads: list[str | int], writes: list[str | int], devices: list[str], highest: int = 99
+) -> int:
     """Confine this process and its future children; returns the ABI used.
 
     `reads`: trees readable and executable; `writes`: trees fully usable; `devices`: files
-    that may be opened for writing (and read). Paths that do not exist are skipped."""
-    abi = abi_version()
+    (or a folder of them) that may be opened for writing (and read). Paths that do not exist
+    are skipped. `highest`: use no newer ABI than this (to emulate an older kernel)."""
+    abi = min(abi_version(), highest)
     if abi < 1:
         raise LandlockError(0, "Landlock is not available on this system")
     fs = handled_fs(abi)
@@ -121,20 +123,24 @@ def restrict_self(reads: list[str], writes: list[str], devices: list[str]) -> in
         for paths, access in ((reads, READ), (writes, fs), (devices, READ | DEVICE_WRITE)):
             for path in paths:
                 _allow(ruleset, path, access & fs)
-        _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)  # type: ignore[union-attr]
+        libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
         _syscall(SYS_RESTRICT_SELF, ruleset, 0)
     finally:
         os.close(ruleset)
     return abi
 
 
-def _allow(ruleset: int, path: str, access: int) -> None:
+def _allow(ruleset: int, path: str | int, access: int) -> None:
+    """Allow `access` beneath `path`, or beneath what the descriptor `path` refers to."""
+    if isinstance(path, int):
+        fd = os.dup(path)
+    else:
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            return  # nothing there to allow
     try:
-        fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-    except OSError:
-        return  # nothing there to allow
-    try:
-        if not os.path.isdir(path):
+        if not stat.S_ISDIR(os.fstat(fd).st_mode):
             access &= FILE_ONLY
         rule = PathBeneathAttr(allowed_access=access, parent_fd=fd)
         _syscall(SYS_ADD_RULE, ruleset, RULE_PATH_BENEATH, ctypes.byref(rule), 0)
@@ -143,69 +149,3 @@ def _allow(ruleset: int, path: str, access: int) -> None:
         print(f"heron sandbox: {path} stays closed: {exc.strerror}", file=sys.stderr)
     finally:
         os.close(fd)
-
-
-USAGE = "usage: heron sandbox [--read DIR] [--write DIR] [--device FILE] ... -- COMMAND [ARG...]"
-
-Rules = dict[str, list[str]]
-
-
-def parse_rules(argv: list[str]) -> tuple[Rules, list[str]] | None:
-    """`--read/--write/--device PATH …` up to `--`, and what follows; None when malformed."""
-    rules: Rules = {"--read": [], "--write": [], "--device": []}
-    i = 0
-    while i < len(argv) and argv[i] != "--":
-        flag = argv[i]
-        if flag not in rules or i + 1 >= len(argv):
-            return None
-        rules[flag].append(argv[i + 1])
-        i += 2
-    return rules, argv[i + 1 :]
-
-
-def confine(rules: Rules) -> int:
-    """`restrict_self` with parsed rules."""
-    return restrict_self(rules["--read"], rules["--write"], rules["--device"])
-
-
-def default_signals() -> None:
-    """Python ignores SIGPIPE and SIGXFSZ, and an exec keeps what is ignored: the command must
-    get the defaults a shell expects (`yes | head -1` ends quietly)."""
-    for sig in (_signal.SIGPIPE, _signal.SIGXFSZ):
-        _signal.signal(sig, _signal.SIG_DFL)
-
-
-def main(argv: list[str]) -> int:
-    """Parse the rules, confine, exec the command; never runs it unconfined."""
-    parsed = parse_rules(argv)
-    if parsed is None or not parsed[1]:
-        print(USAGE, file=sys.stderr)
-        return 2
-    rules, command = parsed
-    # Found before confining: afterwards Python's own library may be unreadable.
-    program = _which(command[0])
-    try:
-        confine(rules)
-    except OSError as exc:
-        print(f"heron sandbox: cannot confine the command: {exc.strerror}", file=sys.stderr)
-        return DENIED
-    default_signals()
-    try:
-        os.execv(program, command)
-    except OSError as exc:
-        print(f"heron sandbox: {command[0]}: {exc.strerror}", file=sys.stderr)
-    return DENIED
-
-
-def _which(name: str) -> str:
-    if "/" in name:
-        return name
-    for folder in os.environ.get("PATH", os.defpath).split(os.pathsep):
-        candidate = os.path.join(folder or ".", name)
-        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return candidate
-    return name
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))

@@ -1,36 +1,67 @@
-"""Heron's side of the zygote (agent.sandbox.zygote_server): start one per rule set, hand it
-commands, read back their pid and exit status.
+"""Heron's side of the zygote (agent.sandbox.zygote_server): start one per session and
+confinement, hand it commands, read back their pids and exit status.
 
-The zygote is a child of Heron (kept from `agent.processes.tree`'s reaping like any command);
-the commands it starts are Heron's grandchildren, so a command's tree (its process group, the
-marker in its environment, everything below) is found and stopped as before, and orphans are
-still adopted by Heron, the subreaper. A zygote found dead (killed by a command, crashed) is
-replaced before the next command; one that dies under a running command loses only that
-command's exit status.
+The zygote is a child of Heron (kept from `agent.processes.tree`'s reaping like any command),
+started as `launch` says: bubblewrap around it, or the bare script that makes its own
+namespaces, or confines itself with Landlock alone, or not at all (commands outside the
+sandbox get a reaper too). Each command runs below a reaper of its own; Heron learns both pids
+from pidfds, so they are right in Heron's pid namespace even when the zygote has its own, and
+stops the command's whole tree (agent.processes.tree: the reaper's descendants included). A
+zygote found dead (killed by a command, crashed) is replaced before the next command; one that
+dies under a running command loses only that command's exit status.
 """
 
 from __future__ import annotations
 
+import array
 import contextlib
+import functools
 import marshal
 import os
 import socket
 import subprocess
-import sys
+import weakref
 from pathlib import Path
 
 import anyio
 from anyio.abc import Process
 
 from agent.processes.tree import forget, open_process
-from agent.sandbox.zygote_server import COMMAND, LENGTH, RECORD, RETIRE
+from agent.sandbox.zygote_server import ACK, COMMAND, LENGTH, RECORD, RETIRE
 
 SERVER = str(Path(__file__).with_name("zygote_server.py").resolve())
+PIDFDS = 2  # the command's and its reaper's
 START_TIMEOUT = 30.0  # a loaded machine may take seconds to start Python
 REPLY_TIMEOUT = 30.0  # from sending a command to its pid: a stopped zygote must not hang us
 
 
+@functools.cache
+def reapers_available() -> bool:
+    """Zygotes need pidfds (Linux 5.3): elsewhere commands start the plain way."""
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except (AttributeError, OSError):
+        return False
+    return True
+
+
 _retired: list[Process] = []  # closed zygotes letting their last commands end
+_live: weakref.WeakSet[Zygote] = weakref.WeakSet()
+
+
+async def stop_all(timeout: float = 5.0) -> None:
+    """At Heron's exit, while the event loop still runs: every zygote killed and collected
+    (their sandboxes end with them), so that none ends after the loop closed (asyncio would
+    log it) and none outlives Heron."""
+    processes = [z._process for z in list(_live) if z._process is not None] + _retired
+    for process in processes:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+    with anyio.move_on_after(timeout):
+        for process in processes:
+            await process.wait()
+            forget(process.pid)
+    _retired.clear()
 
 
 def _forget_retired() -> None:
@@ -46,13 +77,16 @@ class ZygoteError(OSError):
 
 
 class Zygote:
-    """One confined zygote for one set of launcher rules (`--read/--write/--device …`)."""
+    """One zygote started by `launch` (an argv ending in the server and its confinement), with
+    `pass_fds` inherited (the roots' descriptors bubblewrap binds)."""
 
-    def __init__(self, rules: list[str]) -> None:
-        self.rules = rules
+    def __init__(self, launch: list[str], pass_fds: tuple[int, ...] = ()) -> None:
+        self.launch = launch
+        self.pass_fds = pass_fds
         self._process: Process | None = None
         self._control: socket.socket | None = None
         self._lock = anyio.Lock()  # one command handed over at a time
+        _live.add(self)
 
     async def spawn(self, argv: list[str], env: dict[str, str], cwd: Path | str) -> ConfinedProcess:
         """Start `argv` confined, stdin empty, stdout and stderr into one pipe."""
@@ -117,8 +151,9 @@ class Zygote:
         ours, theirs = socket.socketpair()
         try:
             self._process = await open_process(
-                [sys.executable, "-I", "-S", SERVER, *self.rules],
+                self.launch,
                 stdin=theirs.fileno(),
+                pass_fds=self.pass_fds,
                 stdout=subprocess.DEVNULL,
                 stderr=None,  # its complaints go to Heron's log
                 env={},  # it passes each command its own environment
@@ -173,7 +208,7 @@ class Zygote:
 
 
 class ConfinedProcess:
-    """A command the zygote started: its pid, its output, its exit status."""
+    """A command the zygote started: its pid and its reaper's, its output, its exit status."""
 
     def __init__(self, reply: socket.socket, output: int) -> None:
         reply.setblocking(False)
@@ -183,6 +218,7 @@ class ConfinedProcess:
         self._received = b""
         self._closed = False
         self.pid = 0
+        self.reaper = 0
         self._code: int | None = None
         self.lost = False  # the zygote died first: the exit status is unknown
         self.stdout = self  # read like anyio's process stdout
@@ -198,16 +234,43 @@ class ConfinedProcess:
             except OSError as exc:
                 raise ZygoteError("the sandbox's command starter stopped") from exc
         with anyio.move_on_after(REPLY_TIMEOUT):
-            while not self.pid:
-                kind, value = await self._record()
-                if kind == b"E":
-                    raise ZygoteError(value, f"cannot start the command: {os.strerror(value)}")
-                if kind == b"P":
-                    self.pid = value
-                elif kind == b"":
-                    raise ZygoteError("the sandbox's command starter stopped")
+            kind, value, pids = await self._first_record()
+            if kind == b"E":
+                raise ZygoteError(value, f"cannot start the command: {os.strerror(value)}")
+            if kind != b"P" or len(pids) != PIDFDS or 0 in pids:
+                raise ZygoteError("the sandbox's command starter stopped")
+            self.pid, self.reaper = pids
+            # Until this, the reaper leaves the command unreaped: its pid could not be reused.
+            with contextlib.suppress(OSError):
+                self._reply.send(ACK)
         if not self.pid:
             raise ZygoteError("the sandbox's command starter did not answer")
+
+    async def _first_record(self) -> tuple[bytes, int, list[int]]:
+        """The reaper's first record ("P" with two pidfds, or "E"), and the pids of those
+        pidfds as Heron's pid namespace numbers them."""
+        fds = array.array("i")
+        while True:
+            try:
+                data, ancillary, _, _ = self._reply.recvmsg(
+                    RECORD.size, socket.CMSG_SPACE(PIDFDS * fds.itemsize), socket.MSG_CMSG_CLOEXEC
+                )
+                break
+            except BlockingIOError:
+                await anyio.wait_readable(self._reply)
+            except OSError:
+                return b"", 0, []
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
+        pids = []
+        for fd in fds:
+            pids.append(_pid_of(fd))
+            os.close(fd)
+        if len(data) < RECORD.size:
+            return b"", 0, pids
+        record_kind, value = RECORD.unpack(data)
+        return record_kind, value, pids
 
     async def _record(self) -> tuple[bytes, int]:
         """The next record; (b"", 0) when the zygote closed the reply."""
@@ -271,3 +334,15 @@ class ConfinedProcess:
             self._closed = True
             self._reply.close()
             os.close(self._output)
+
+
+def _pid_of(pidfd: int) -> int:
+    """The pid a pidfd refers to, in Heron's pid namespace (0 if it cannot be read)."""
+    try:
+        with open(f"/proc/self/fdinfo/{pidfd}", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Pid:"):
+                    return max(0, int(line.split()[1]))
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0

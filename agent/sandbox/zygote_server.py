@@ -1,19 +1,27 @@
-"""The zygote: one confined process per session that starts its sandboxed commands.
+"""The zygote: one process per session that starts its commands, each under a reaper of its own.
 
-    python -I -S zygote_server.py --write DIR --read DIR … --device FILE …   (fd 0: a socket)
+    python -I -S zygote_server.py CONFINEMENT        (fd 0: a socket to Heron)
 
-Confines itself once (agent.sandbox.landlock) and answers "R" on the socket, then starts each
-command Heron asks for: a one-byte message carrying three descriptors (the command's stdin,
-its stdout/stderr, and a reply socket), then on the reply socket the command as a marshalled
-(program, argv, env, cwd) of bytes. The command is spawned in a session of its own (its pid is
-its process group) and inherits the confinement, which it cannot lift; the reply socket gets
-"P" and the pid, later "X" and the exit code (negative: the signal), or "E" and an errno.
-Heron pays the interpreter's start once per session instead of once per command.
+CONFINEMENT is `agent.sandbox.confine.encode`'s: the layers the zygote applies to itself before
+it reads anything else, or none for commands that run outside the sandbox (they still get a
+reaper). The zygote answers "R" on the socket once confined, then starts each command
+Heron asks for: a one-byte message carrying three descriptors (the command's stdin, its
+stdout/stderr, and a reply socket), then on the reply socket the command as a marshalled
+(program, argv, env, cwd) of bytes.
+
+Each command gets a reaper: a fork of the zygote that becomes a child subreaper and spawns the
+command in a session of its own (its pid is its process group). Whatever the command leaves
+behind — background jobs, `setsid`, `env -i`, double forks — is re-parented to the reaper and
+stays below it, so Heron finds and stops all of it with the command (agent.processes.tree).
+The reaper answers on the reply socket: "P" with pidfds of the command and of itself (Heron
+reads their pids in its own pid namespace from them, then acknowledges: until then the command
+stays unreaped, so its pid cannot be reused), later "X" and the exit code (negative: the
+signal), or "E" and an errno; it exits once the command and everything below it ended.
 
 When Heron sends "Q" (the session ended) the zygote lets its running commands end, then exits;
 when the socket ends without it (Heron was killed), it kills them first. It is not dumpable: a
-command (same Landlock domain) cannot read its memory or environment through /proc.
-Standard library only: it runs as a bare script, like the launcher.
+command (same sandbox) cannot read its memory or environment through /proc. Standard library
+only: it runs as a bare script, like the launcher.
 """
 
 from __future__ import annotations
@@ -28,34 +36,41 @@ import socket
 import struct
 import sys
 
-if __name__ == "__main__":  # a bare script: `-I` leaves its folder off sys.path
+if __package__:  # Heron reads the wire format from here
+    from agent.sandbox import confine, reap
+else:  # a bare script: `-I` leaves its folder off sys.path
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import landlock  # type: ignore[import-not-found]  # the bare script beside this one
-else:  # Heron reads the wire format from here
-    from agent.sandbox import landlock
+    import confine  # type: ignore[import-not-found,no-redef]
+    import reap  # type: ignore[import-not-found,no-redef]
 
 COMMAND, RETIRE = b"C", b"Q"  # Heron's messages: start one (with its descriptors), no more
+ACK = b"A"  # Heron read the pids: the reaper may collect the command from now on
 RECORD = struct.Struct("=cq")  # kind, value
 LENGTH = struct.Struct("=Q")  # before the marshalled command
 READ_TIMEOUT = 10.0  # Heron sends the command right after the descriptors
+REAP_EVERY = 1000  # ms: orphans of a reaper that was killed are collected this often
 PR_SET_DUMPABLE = 4
 
 
 def main(argv: list[str]) -> int:
-    parsed = landlock.parse_rules(argv)
-    if parsed is None or parsed[1]:
-        print("usage: zygote_server.py [--read DIR] [--write DIR] [--device FILE] ...")
+    try:
+        config = confine.decode(argv[0]) if len(argv) == 1 else None
+    except ValueError:
+        config = None
+    if config is None:
+        print("usage: zygote_server.py CONFINEMENT  (fd 0: Heron's socket)", file=sys.stderr)
         return 2
     control = socket.socket(fileno=os.dup(0))
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)  # the socket must not look like anyone's stdin
     os.close(null)
     try:
-        landlock.confine(parsed[0])
+        confine.confine(config)
     except OSError as exc:
-        print(f"heron sandbox: cannot confine the commands: {exc.strerror}", file=sys.stderr)
-        return landlock.DENIED
-    landlock._libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+        print(f"heron sandbox: cannot confine the commands: {exc}", file=sys.stderr)
+        return confine.DENIED
+    reap.prctl(PR_SET_DUMPABLE, 0)
+    reap.become_subreaper()  # orphans of a killed reaper come here
     control.sendall(b"R")
     Zygote(control).serve()
     return 0
@@ -64,21 +79,22 @@ def main(argv: list[str]) -> int:
 class Zygote:
     def __init__(self, control: socket.socket) -> None:
         self.control = control
-        self.children: dict[int, tuple[int, socket.socket]] = {}  # pidfd: (pid, reply)
+        self.reapers: dict[int, int] = {}  # pidfd: pid
         self.poll = select.poll()
         self.poll.register(control, select.POLLIN)
 
     def serve(self) -> None:
         listening = True
-        while listening or self.children:
-            for fd, _ in self.poll.poll():
+        while listening or self.reapers:
+            for fd, _ in self.poll.poll(REAP_EVERY):
                 if fd != self.control.fileno():
-                    self.reap(fd)
+                    self.collect(fd)
                 elif (message := self.accept()) != COMMAND:
                     listening = False
                     self.poll.unregister(self.control)
                     if message != RETIRE:  # Heron died: nobody else will stop them
-                        self.kill_all()
+                        reap.kill_descendants()
+            self.collect_orphans()
 
     def accept(self) -> bytes:
         """Start the next command; returns the message (b"": Heron is gone)."""
@@ -91,54 +107,99 @@ class Zygote:
                 os.close(fd)
             return message
         stdin, stdout, reply_fd = fds
-        reply = socket.socket(fileno=reply_fd)
         try:
-            reply.settimeout(READ_TIMEOUT)
-            program, args, env, cwd = marshal.loads(_read(reply, LENGTH.unpack(_read(reply, 8))[0]))
+            pid = os.fork()
+        except OSError as exc:
+            with socket.socket(fileno=os.dup(reply_fd)) as reply:
+                _send(reply, b"E", exc.errno or 0)
+            pid = -1
+        if pid == 0:  # the reaper: never returns
+            code = 1
+            try:
+                self.control.close()
+                code = Reaper(stdin, stdout, reply_fd).run()
+            finally:
+                os._exit(code)
+        for fd in (stdin, stdout, reply_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        if pid > 0:
+            pidfd = os.pidfd_open(pid)
+            self.reapers[pidfd] = pid
+            self.poll.register(pidfd, select.POLLIN)
+        return message
+
+    def collect(self, pidfd: int) -> None:
+        pid = self.reapers.pop(pidfd)
+        self.poll.unregister(pidfd)
+        os.close(pidfd)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+
+    def collect_orphans(self) -> None:
+        """Adopted orphans (a reaper was killed under its command) that ended."""
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            for pidfd, reaper in list(self.reapers.items()):
+                if reaper == pid:  # collected here first: forget it
+                    self.reapers.pop(pidfd)
+                    self.poll.unregister(pidfd)
+                    os.close(pidfd)
+
+
+class Reaper:
+    """One command, and everything it leaves behind, below a child subreaper."""
+
+    def __init__(self, stdin: int, stdout: int, reply_fd: int) -> None:
+        self.stdin, self.stdout = stdin, stdout
+        self.reply = socket.socket(fileno=reply_fd)
+
+    def run(self) -> int:
+        reap.become_subreaper()
+        try:
+            self.reply.settimeout(READ_TIMEOUT)
+            size = LENGTH.unpack(_read(self.reply, LENGTH.size))[0]
+            program, args, env, cwd = marshal.loads(_read(self.reply, size))
             os.chdir(cwd)
             pid = os.posix_spawn(
                 program,
                 args,
                 env,
                 file_actions=[
-                    (os.POSIX_SPAWN_DUP2, stdin, 0),
-                    (os.POSIX_SPAWN_DUP2, stdout, 1),
-                    (os.POSIX_SPAWN_DUP2, stdout, 2),
+                    (os.POSIX_SPAWN_DUP2, self.stdin, 0),
+                    (os.POSIX_SPAWN_DUP2, self.stdout, 1),
+                    (os.POSIX_SPAWN_DUP2, self.stdout, 2),
                 ],
                 setsid=True,  # its own process group, as `start_new_session` gives
                 setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),  # what Python ignores
             )
-            pidfd = os.pidfd_open(pid)
         except OSError as exc:
-            _send(reply, b"E", exc.errno or 0)
-            reply.close()
-            return message
+            _send(self.reply, b"E", exc.errno or 0)
+            return 1
         except (EOFError, ValueError, TypeError, struct.error):
-            reply.close()  # not a command: Heron reads the end of the reply as a failure
-            return message
+            return 1  # not a command: Heron reads the end of the reply as a failure
         finally:
-            os.close(stdin)
-            os.close(stdout)  # else the command's output would never end
-        self.children[pidfd] = (pid, reply)
-        self.poll.register(pidfd, select.POLLIN)
-        _send(reply, b"P", pid)
-        return message
-
-    def reap(self, pidfd: int) -> None:
-        pid, reply = self.children.pop(pidfd)
-        self.poll.unregister(pidfd)
-        os.close(pidfd)
-        try:
-            _, status = os.waitpid(pid, 0)
-        except ChildProcessError:
-            status = 0
-        _send(reply, b"X", os.waitstatus_to_exitcode(status))
-        reply.close()
-
-    def kill_all(self) -> None:
-        for pid, _ in self.children.values():
-            with contextlib.suppress(OSError):
-                os.killpg(pid, signal.SIGKILL)
+            os.close(self.stdin)
+            os.close(self.stdout)  # else the command's output would never end
+        pidfds = [os.pidfd_open(pid), os.pidfd_open(os.getpid())]
+        with contextlib.suppress(OSError, EOFError):  # Heron stopped listening: collect anyway
+            socket.send_fds(self.reply, [RECORD.pack(b"P", pid)], pidfds)
+            # Not reaped before Heron read the pids: a pid never names another process.
+            _read(self.reply, len(ACK))
+        for fd in pidfds:
+            os.close(fd)
+        while True:
+            try:
+                ended, status = os.waitpid(-1, 0)
+            except ChildProcessError:
+                return 0  # the command and all it left behind are gone
+            if ended == pid:
+                _send(self.reply, b"X", os.waitstatus_to_exitcode(status))
 
 
 def _receive(control: socket.socket) -> tuple[bytes, list[int]]:

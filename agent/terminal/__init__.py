@@ -1,5 +1,5 @@
-"""Heron from a terminal: `heron exec` (one prompt turn), `heron sessions` (the stored ones) and
-`heron setup` (the config file).
+"""Heron from a terminal: `heron exec` (one prompt turn), `heron sessions` (the stored ones),
+`heron setup` (the config file) and `heron sandbox` (a command as auto mode runs it).
 
 Imported only when one of these commands is given, never on the editor's ACP path.
 """
@@ -22,6 +22,10 @@ def run_command(argv: list[str]) -> int:
             return sessions_main(argv[1:])
         except KeyboardInterrupt:
             return 130
+    if argv[0] == "sandbox":
+        from agent.terminal.sandbox import main as sandbox_main
+
+        return sandbox_main(argv[1:])
     from agent.terminal.setup import main as setup_main
 
     # `heron setup [flags]`, or the editor's `heron [flags] setup`: the flags are the same.

@@ -17,7 +17,7 @@ import copy
 import enum
 import os
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
@@ -125,6 +125,13 @@ class ToolContext:
     seen: SeenFiles = field(default_factory=SeenFiles)  # what the model saw of each file
     changes: FileChanges = field(default_factory=FileChanges)  # prior states, for /undo
     sandbox: Sandbox | None = None  # where commands run confined (auto mode)
+    # The session's workspace folders (the cwd and the additional directories), read anew
+    # each time: they may change on load or resume.
+    roots_of: Callable[[], list[Path]] | None = None
+
+    @property
+    def roots(self) -> list[Path]:
+        return self.roots_of() if self.roots_of is not None else [self.cwd]
 
     def resolve(self, path: str) -> Path:
         """An absolute, normalised path; relative paths are taken from the session cwd."""

@@ -19,14 +19,12 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import signal
 import stat
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
-from functools import cache
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -35,6 +33,7 @@ from anyio.abc import ByteReceiveStream, Process
 from pydantic import BaseModel, Field
 
 from agent.files.paths import Rules, Tree, allowed_by, display_path, glob_filter, printable
+from agent.files.workspace import inside, program_outside
 from agent.processes.tree import forget, open_process
 from agent.tools.base import OneShotTool, Preview, Safety, ToolContext, ToolError, ToolResult
 from agent.tools.files import location
@@ -65,12 +64,13 @@ def search_timeout() -> float:
         return SEARCH_TIMEOUT
 
 
-@cache
-def find_rg() -> str | None:
+def find_rg(roots: Sequence[Path] = ()) -> str | None:
+    """rg beside Heron's Python, else on PATH outside the workspace `roots`: Heron runs it
+    unconfined, so one a sandboxed command could have written there is never used."""
     beside = Path(sys.executable).parent / "rg"
-    if beside.is_file() and os.access(beside, os.X_OK):
+    if beside.is_file() and os.access(beside, os.X_OK) and not inside(beside, roots):
         return str(beside)
-    return shutil.which("rg")
+    return program_outside("rg", roots)
 
 
 def _rg_walk_flags(tree: Tree) -> list[str]:
@@ -210,7 +210,7 @@ class FindPath(OneShotTool[FindPathArgs]):
             pattern = "\\" + pattern
         glob = glob_filter(pattern)
         tree = Tree(root)
-        rg = find_rg() if self.use_rg else None
+        rg = find_rg(ctx.roots) if self.use_rg else None
         budget = search_timeout()
         found = None
         with anyio.move_on_after(budget) as timer:
@@ -324,7 +324,7 @@ class Grep(OneShotTool[GrepArgs]):
         root, shown = _target(ctx, args.path)
         _refuse_special(root, shown)
         hits = Hits(MAX_GREP_MATCHES, args.context)
-        rg = find_rg() if self.use_rg else None
+        rg = find_rg(ctx.roots) if self.use_rg else None
         budget = search_timeout()
         with anyio.move_on_after(budget) as timer:
             if not (rg and await _grep_rg(rg, root, args, hits)):

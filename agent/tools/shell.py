@@ -14,7 +14,6 @@ from __future__ import annotations
 import codecs
 import logging
 import re
-import shutil
 import signal
 import subprocess
 from collections.abc import AsyncGenerator
@@ -38,10 +37,11 @@ from agent.acp.protocol import (
     TerminalParams,
     ToolCallContent,
 )
+from agent.files.workspace import program_outside
 from agent.processes.env import command_env, withheld
 from agent.processes.tree import CommandTree, forget, open_process
-from agent.sandbox import Sandbox, blocked_hint
-from agent.sandbox.zygote import ConfinedProcess, ZygoteError
+from agent.sandbox import Sandbox, blocked_for_user, blocked_hint, changed_note
+from agent.sandbox.zygote import ConfinedProcess, ZygoteError, reapers_available
 from agent.tools.base import (
     Preview,
     Progress,
@@ -63,6 +63,7 @@ POLL_INTERVAL = 0.1  # how often a quiet command is checked on
 ORPHAN_GRACE = 1.0  # after the shell exits, how long background children may hold the output
 CLIENT_OUTPUT_LIMIT = 1024 * 1024  # outputByteLimit asked of the editor's terminal
 CLIENT_CLEANUP_TIMEOUT = 5.0  # an editor that does not answer kill/release must not hang us
+PROBE_TIMEOUT = 60.0  # the sandbox check in the editor's terminal (two Python starts)
 
 # Pagers and prompts would wait forever on a terminal nobody types into.
 QUIET_ENV = {"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"}
@@ -90,10 +91,12 @@ class Bash(Tool[BashArgs]):
         "Runs non-interactively (stdin is empty) in the session root unless `cwd` is given; "
         "the command is stopped after `timeout` seconds. Very long output is shortened to its "
         "beginning and end. Prefer the file tools for reading and editing files. In auto mode "
-        "commands run in a sandbox: they may write only the workspace and $TMPDIR, not read "
-        "the home folder outside the workspace, and have no network. A command that needs "
-        'more fails with "Permission denied"; then call again with "sandbox": false and give '
-        "the reason in your message: the user is asked to run it outside the sandbox."
+        "commands run in a sandbox: they may write only the workspace (not .git/ or .heron/) "
+        "and $TMPDIR, not read the home folder outside the workspace, and have no network; "
+        "git commands that write the repository (commit, checkout, fetch) fail there. A "
+        'command that needs more fails ("Permission denied", "Read-only file system"); then '
+        'call again with "sandbox": false and give the reason in your message: the user is '
+        "asked to run it outside the sandbox."
     )
     kind = "execute"
     Args = BashArgs
@@ -132,14 +135,18 @@ class Bash(Tool[BashArgs]):
             raise ToolError(f"working directory does not exist: {cwd}")
         run = _run_in_client_terminal if ctx.client_terminal else _run_locally
         sandbox = ctx.sandbox if args.sandbox and ctx.sandbox and ctx.sandbox.confining() else None
-        watched = sandbox.watch() if sandbox else {}
+        watched = sandbox.watch() if sandbox else None
         # aclosing: if our consumer stops early, the runner's cleanup still runs right away.
         async with aclosing(run(args, ctx, cwd, sandbox)) as events:
             async for event in events:
-                if sandbox and isinstance(event, ToolResult):
+                if sandbox and watched and isinstance(event, ToolResult):
                     code = event.raw_output.get("exitCode") if event.raw_output else None
-                    event.output += blocked_hint(event.output, code)
-                    if warning := sandbox.changed(watched):  # what Landlock cannot guard
+                    if hint := blocked_hint(event.output, code):
+                        event.output += hint
+                        shown = blocked_for_user(event.output)
+                        event.content = [*(event.content or []), ContentItem.of(shown)]
+                    if changed := sandbox.changed(watched):  # what the sandbox did not stop
+                        warning = changed_note(changed)
                         event.output += warning
                         event.content = [*(event.content or []), ContentItem.of(warning)]
                 yield event
@@ -153,28 +160,26 @@ def _client_env(ctx: ToolContext, sandbox: Sandbox | None) -> dict[str, str]:
     """What the editor's terminal adds to its own environment: the quiet settings (and the
     sandbox's TMPDIR), and the credentials Heron withholds blanked (the editor may have
     started Heron with them)."""
-    return {**dict.fromkeys(withheld(ctx.settings), ""), **_extra_env(sandbox)}
+    hidden = withheld(ctx.settings, sandboxed=sandbox is not None)
+    return {**dict.fromkeys(hidden, ""), **_extra_env(sandbox)}
 
 
 async def _run_in_client_terminal(
     args: BashArgs, ctx: ToolContext, cwd: Path, sandbox: Sandbox | None
 ) -> AsyncGenerator[ToolEvent, None]:
-    # Sandboxed, the editor runs our launcher, which confines itself and then runs the shell.
-    argv = _shell_argv(args.command, sandbox, "bash" if shutil.which("bash") else "sh")
-    create = CreateTerminalParams(
-        session_id=ctx.session_id,
-        command=argv[0],
-        args=argv[1:],
-        env=[EnvVariable(name=k, value=v) for k, v in _client_env(ctx, sandbox).items()],
-        cwd=str(cwd),
-        output_byte_limit=CLIENT_OUTPUT_LIMIT,
-    )
-    # Shielded: a terminal created after we stopped listening would never be released.
-    with anyio.CancelScope(shield=True), anyio.move_on_after(30) as waited:
-        created = await ctx.client_request("terminal/create", create.dump())
-    if waited.cancelled_caught:
-        raise ToolError("the editor did not create a terminal within 30 s")
-    terminal_id = CreateTerminalResult.model_validate(created).terminal_id
+    if sandbox is not None:
+        if not await _terminal_confines(ctx, sandbox, cwd):
+            # This client runs terminals without the environment Heron gives: the command
+            # runs here, confined the same, its output in the tool call instead.
+            async with aclosing(_run_locally(args, ctx, cwd, sandbox)) as events:
+                async for event in events:
+                    yield event
+            return
+        # The editor shows `bash -c COMMAND`; the environment makes it run confined.
+        command, argv, env = sandbox.terminal(args.command, _shell(ctx))
+    else:
+        command, argv, env = _shell(ctx), ["-c", args.command], {}
+    terminal_id = await _create_terminal(ctx, sandbox, command, argv, env, cwd)
     ids = TerminalParams(session_id=ctx.session_id, terminal_id=terminal_id).dump()
     embed: list[ToolCallContent] = [TerminalItem(terminal_id=terminal_id)]
 
@@ -226,6 +231,60 @@ async def _run_in_client_terminal(
     )
 
 
+async def _create_terminal(
+    ctx: ToolContext,
+    sandbox: Sandbox | None,
+    command: str,
+    args: list[str],
+    env: dict[str, str],
+    cwd: Path,
+) -> str:
+    """A terminal of the editor's running `command args`; returns its id."""
+    env = {**_client_env(ctx, sandbox), **env}
+    create = CreateTerminalParams(
+        session_id=ctx.session_id,
+        command=command,
+        args=args,
+        env=[EnvVariable(name=k, value=v) for k, v in env.items()],
+        cwd=str(cwd),
+        output_byte_limit=CLIENT_OUTPUT_LIMIT,
+    )
+    # Shielded: a terminal created after we stopped listening would never be released.
+    with anyio.CancelScope(shield=True), anyio.move_on_after(30) as waited:
+        created = await ctx.client_request("terminal/create", create.dump())
+    if waited.cancelled_caught:
+        raise ToolError("the editor did not create a terminal within 30 s")
+    return CreateTerminalResult.model_validate(created).terminal_id
+
+
+async def _terminal_confines(ctx: ToolContext, sandbox: Sandbox, cwd: Path) -> bool:
+    """Whether this client's terminals run the sandbox as asked (agent.sandbox.terminal):
+    checked once a session, with a terminal no tool call shows."""
+    if sandbox.terminal_checked is None and not _shell(ctx).endswith("/bash"):
+        sandbox.terminal_checked = False  # the environment travels through bash's BASH_ENV
+    if sandbox.terminal_checked is None:
+        command, args, env = sandbox.terminal_probe(_shell(ctx))
+        code = None
+        terminal_id = await _create_terminal(ctx, sandbox, command, args, env, cwd)
+        ids = TerminalParams(session_id=ctx.session_id, terminal_id=terminal_id).dump()
+        try:
+            with anyio.move_on_after(PROBE_TIMEOUT):
+                exited = await ctx.client_request("terminal/wait_for_exit", ids)
+                code = TerminalExitStatus.model_validate(exited or {}).exit_code
+        finally:
+            with anyio.CancelScope(shield=True):
+                await _quietly(ctx, "terminal/kill", ids)
+                await _quietly(ctx, "terminal/release", ids)
+        sandbox.terminal_checked = code == 0
+        if code != 0:
+            log.warning(
+                "the editor's terminal did not run the sandbox check as asked (exit %s): "
+                "sandboxed commands of this session run without the editor's terminal",
+                code,
+            )
+    return sandbox.terminal_checked
+
+
 async def _quietly(ctx: ToolContext, method: str, params: dict[str, Any]) -> None:
     """Best-effort cleanup: a failure here must not hide the command's result."""
     with anyio.move_on_after(CLIENT_CLEANUP_TIMEOUT):
@@ -244,13 +303,20 @@ async def _run_locally(
 ) -> AsyncGenerator[ToolEvent, None]:
     buffer = OutputBuffer()
     tree = CommandTree()
-    argv = [shutil.which("bash") or "/bin/sh", "-c", args.command]
-    env = {**command_env(ctx.settings), **_extra_env(sandbox), "TERM": "dumb", **tree.env}
+    argv = [_shell(ctx), "-c", args.command]
+    env = {
+        **command_env(ctx.settings, sandboxed=sandbox is not None),
+        **_extra_env(sandbox),
+        "TERM": "dumb",
+        **tree.env,
+    }
     proc: Process | ConfinedProcess
-    if sandbox:
-        # Started by the session's zygote, confined already (its own session and group too).
+    starter = sandbox or (ctx.sandbox if reapers_available() else None)
+    if starter is not None:
+        # Started by a zygote of the session (confined in auto mode), below a reaper of its
+        # own: whatever it leaves behind stays in its tree (agent.processes.tree).
         try:
-            proc = await sandbox.spawn(argv, env, cwd)
+            proc = await starter.spawn(argv, env, cwd, confined=sandbox is not None)
         except BaseException as exc:
             tree.stop_in_background()  # by its marker: whatever started before it failed
             if isinstance(exc, ZygoteError):
@@ -258,7 +324,7 @@ async def _run_locally(
             raise
     else:
         proc = await start_unconfined(argv, env, cwd)
-    tree.attach(proc.pid)
+    tree.attach(proc.pid, getattr(proc, "reaper", None))
 
     async def close() -> None:
         with anyio.move_on_after(5):
@@ -306,9 +372,12 @@ async def _run_locally(
         tree.stop_in_background(then=close)
         raise
     with anyio.CancelScope(shield=True):
-        if settled:
+        if settled and sandbox is None:
             # Background jobs the command left behind (`cmd &`, `setsid`, `nohup`) go too.
             leftovers = tree.stop_in_background()
+        elif settled:
+            # Gone before the result: what the sandbox watches must not change after it.
+            leftovers = await tree.stop()
         else:
             leftovers = 0
             await tree.stop()
@@ -338,9 +407,10 @@ async def _run_locally(
     )
 
 
-def _shell_argv(command: str, sandbox: Sandbox | None, shell: str) -> list[str]:
-    argv = [shell, "-c", command]
-    return sandbox.launcher(argv) if sandbox else argv
+def _shell(ctx: ToolContext) -> str:
+    """bash by its full path, found on PATH outside the workspace (a `bash` a sandboxed command
+    planted in an activated venv must not be what runs the next command), else /bin/sh."""
+    return program_outside("bash", ctx.roots) or "/bin/sh"
 
 
 def _extra_env(sandbox: Sandbox | None) -> dict[str, str]:
