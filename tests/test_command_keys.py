@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.permissions.policy import options_for
+from agent.permissions.labels import options_for
 from agent.tools.command_keys import command_keys, describe_key
 
 

@@ -8,5 +8,6 @@ private TMPDIR, read the system and the workspace but not the home folder, and r
 """
 
 from agent.sandbox.rules import Sandbox, available, blocked_hint
+from agent.sandbox.watch import changed_note
 
-__all__ = ["Sandbox", "available", "blocked_hint"]
+__all__ = ["Sandbox", "available", "blocked_hint", "changed_note"]

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agent.sandbox.landlock import abi_version
-from agent.sandbox.watch import Fingerprint, changed_note, fingerprint
+from agent.sandbox.watch import Fingerprint, changed_paths, fingerprint
 from agent.sandbox.zygote import ConfinedProcess, Zygote
 
 LAUNCHER = str(Path(__file__).with_name("landlock.py").resolve())
@@ -140,9 +140,9 @@ class Sandbox:
         """The state of `.git/` config and hooks and `.heron/`, before a command."""
         return fingerprint(self._roots())
 
-    def changed(self, before: Fingerprint) -> str:
-        """What the command changed there, for the model and the user ("" if nothing)."""
-        return changed_note(before, fingerprint(self._roots()))
+    def changed(self, before: Fingerprint) -> list[str]:
+        """The watched paths the command changed there ([] if none)."""
+        return changed_paths(before, fingerprint(self._roots()))
 
     def notice(self) -> str | None:
         """Once per session: why auto mode asks for commands, or that the network is open."""

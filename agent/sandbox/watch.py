@@ -41,9 +41,13 @@ def fingerprint(roots: list[Path]) -> Fingerprint:
     return state
 
 
-def changed_note(before: Fingerprint, after: Fingerprint) -> str:
-    """The warning for what changed between two fingerprints ("" when nothing did)."""
-    changed = sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
+def changed_paths(before: Fingerprint, after: Fingerprint) -> list[str]:
+    """The paths that changed between two fingerprints."""
+    return sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
+
+
+def changed_note(changed: list[str]) -> str:
+    """The warning for the model and the user about those paths ("" for none)."""
     if not changed:
         return ""
     shown = ", ".join(f"`{p}`" for p in changed[:10])

@@ -44,6 +44,7 @@ _MOST_DIRECTORIES = 16  # places the `cd`s of one command may lead; beyond, unkn
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\[[^]]*\])?\+?=")
 _NAME_CHARS = re.compile(r"[A-Za-z0-9_]+|[@*#?$!-]")
 _EXPANDS = re.compile(r"[({A-Za-z0-9_@*#?$!-]")  # what after a `$` makes it an expansion
+_PLAIN = re.compile(r"[^\\'\"$`\s;&|()<>]+")
 _REDIRECTION = re.compile(r"&?[<>]+[&|-]?")
 _FD = re.compile(r"[0-9]+|-")
 _HEREDOC_WORD = re.compile(r"""(?:[^\s;&|<>()'"\\]|\\.|'[^']*'|"[^"]*")+""")
@@ -102,7 +103,10 @@ _GLOB = frozenset("*?[")
 def command_discards(command: str, cwd: Path | None = None) -> str | None:
     """`DISCARDS`, `MAY_DISCARD` or None for `command` run by bash in `cwd` (None: unknown,
     so `git checkout x` may name a file)."""
-    return _Scan().command(command, [cwd] if cwd is not None else None, 0)
+    try:
+        return _Scan().command(command, [cwd] if cwd is not None else None, 0)
+    except _TooMuch:
+        return MAY_DISCARD
 
 
 # ---------------------------------------------------------------------------------------------
@@ -121,20 +125,21 @@ def _lex(text: str) -> _Lexed:
     words: list[str] = []
     word: list[str] = []
     in_word = False
+    quoted = False  # some of the word was quoted: as a whole, it may be a script
     target = False  # the next word is a redirection's target, not an argument
     heredocs: list[tuple[str, bool, bool]] = []  # (delimiter, strip tabs, expanded) this line
     i, n = 0, len(text)
 
     def end_word() -> None:
-        nonlocal word, in_word, target
+        nonlocal word, in_word, quoted, target
         if in_word:
             done = "".join(word)
-            if target:
-                out.strings.append(done)  # `bash <<< 'rm -rf x'`
-                target = False
-            else:
+            if target or quoted:
+                out.strings.append(done)  # `sh -c 'rm -rf x'`, `bash <<< 'rm -rf x'`
+            if not target:
                 words.append(done)
-        word, in_word = [], False
+            target = False
+        word, in_word, quoted = [], False, False
 
     def end_command() -> None:
         nonlocal words
@@ -148,27 +153,23 @@ def _lex(text: str) -> _Lexed:
         if c == "\\":
             if i + 1 < n and text[i + 1] != "\n":
                 word.append(text[i + 1])
-                in_word = True
+                in_word = quoted = True
             i += 2
         elif c == "'":
             end = text.find("'", i + 1)
             end = n if end < 0 else end
             word.append(text[i + 1 : end])
-            out.strings.append(text[i + 1 : end])
-            in_word = True
+            in_word = quoted = True
             i = end + 1
         elif text.startswith("$'", i):
             end = _ansi_end(text, i + 2)
             decoded = _ansi_decode(text[i + 2 : end])
             word.append(decoded)
-            out.strings.append(decoded)
-            in_word = True
+            in_word = quoted = True
             i = end + 1
         elif c == '"' or text.startswith('$"', i):
-            start = len(word)
             i = _expand_until(text, i + (1 if c == '"' else 2), '"', word, out)
-            out.strings.append("".join(word[start:]))
-            in_word = True
+            in_word = quoted = True
         elif c == "`" or (c == "$" and i + 1 < n and _EXPANDS.match(text, i + 1)):
             i = _expansion(text, i, word, out)
             in_word = True
@@ -203,9 +204,11 @@ def _lex(text: str) -> _Lexed:
             end_command()
             i += 1
         else:
-            word.append(c)
+            plain = _PLAIN.match(text, i)  # a run of ordinary characters at once
+            end = plain.end() if plain else i + 1
+            word.append(text[i:end])
             in_word = True
-            i += 1
+            i = end
     end_command()
     _heredoc_bodies(text, n, heredocs, out)
     return out
@@ -347,6 +350,10 @@ def _worst(verdicts: Iterable[Verdict]) -> Verdict:
     return found
 
 
+class _TooMuch(Exception):
+    """More programs to check than one command may cost: assume the worst."""
+
+
 class _Scan:
     """One command's scan; it counts the programs checked, so no command costs without bound."""
 
@@ -373,7 +380,9 @@ class _Scan:
             if found == DISCARDS:
                 return found
         if runner:
-            found = _worst((found, *(self.command(s, None, depth + 1) for s in lexed.strings)))
+            # `alias x='rm -rf'`, `-c core.pager='…'`: the value of an assignment too
+            scripts = [_ASSIGNMENT.sub("", s) for s in lexed.strings]
+            found = _worst((found, *(self.command(s, None, depth + 1) for s in scripts)))
         return found
 
     def anywhere(
@@ -396,7 +405,7 @@ class _Scan:
             return None
         self.checks += 1
         if self.checks > _MOST_CHECKS:
-            return MAY_DISCARD
+            raise _TooMuch
         return check(self, words[1:], cwds, depth, many)
 
 
@@ -478,6 +487,8 @@ def _find(scan: _Scan, args: list[str], cwds: list[Path] | None, depth: int, man
             runs = args[i + 1 :]
             end = next((j for j, w in enumerate(runs) if w in (";", "+")), len(runs))
             found = _worst((found, scan.anywhere(runs[:end], None, depth + 1, many=True)))
+            if any(_program(w) in _RUNNERS for w in runs[:end]):  # `-exec sh -c '…' {} +`
+                found = _worst((found, *(scan.command(w, None, depth + 1) for w in runs[:end])))
     return found
 
 
