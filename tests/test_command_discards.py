@@ -149,7 +149,7 @@ DISCARDING = [
     # in a string or here-doc a shell runs
     "sh -c 'git clean -fd'",
     "bash -c 'rm -rf build'",
-    "bash -lc \"cd x && git reset --hard\"",
+    'bash -lc "cd x && git reset --hard"',
     "sh -c 'sh -c \"rm -rf build\"'",
     'eval "git clean -fd"',
     "eval git clean -fd",

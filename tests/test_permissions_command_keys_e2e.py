@@ -20,6 +20,8 @@ from test_permissions_e2e import asked, asked_ids, bash
 from test_permissions_rules_e2e import answers, run
 from test_tools_e2e import statuses
 
+from agent.permissions.labels import SHORT
+
 GIT_ID = ["-c", "user.name=t", "-c", "user.email=t@example.com"]
 
 
@@ -30,9 +32,15 @@ def git(workspace: str, *args: str) -> str:
     return done.stdout
 
 
+def exactly(command: str) -> str:
+    """The label of "always" for exactly `command`: a long one is listed in the question."""
+    return f"exactly `{command}`" if len(command) <= SHORT else "exactly this command"
+
+
 def always_then_asked(heron, fake_llm, workspace, first: str, *seconds: str, label: str = ""):
     """ "Always allow" `first`, then the model runs each of `seconds`: each must ask (and is
-    rejected). "Always" for one would remember `label`; by default, exactly that command."""
+    rejected). "Always" for one would remember `label`; by default, exactly that command (a
+    long one listed in the question's content)."""
     ids = [f"b{i}" for i in range(2, len(seconds) + 2)]
     client, turn = run(
         heron,
@@ -49,7 +57,10 @@ def always_then_asked(heron, fake_llm, workspace, first: str, *seconds: str, lab
         assert statuses(turn["updates"], call_id) == ["pending", "failed"]
         # what "always" would remember is exactly that command, and the label says so
         names = [o["name"] for o in question["options"]]
-        assert names[1] == f"Always allow {label or f'exactly `{second}`'}", names
+        assert names[1] == f"Always allow {label or exactly(second)}", names
+        if names[1] == "Always allow exactly this command":
+            shown = [c["content"]["text"] for c in question["toolCall"]["content"]]
+            assert f'"Always" covers each of these:\n- exactly `{second}`' in shown
 
 
 # --------------------------------------------------------- 1. "always" never covers discarding

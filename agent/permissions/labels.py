@@ -48,8 +48,7 @@ def options_for(keys: list[str]) -> list[PermissionOption]:
 def covered(keys: list[str]) -> str | None:
     """What "always" covers, one scope a line, when the label could not say it all (several
     keys, a long command); None when the label says it."""
-    _, listed = _scope(keys)
-    if not listed:
+    if not keys or not _scope(keys)[1]:
         return None
     lines = "\n".join(f"- {_label(key, in_list=True)}" for key in keys)
     return f'"Always" covers each of these:\n{lines}'
