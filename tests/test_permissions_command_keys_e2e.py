@@ -218,7 +218,15 @@ def secret(tmp_path: Path) -> Path:
 @pytest.mark.parametrize(
     ("first", "seconds"),
     [
-        ("cat README.md", ["cat {secret}", "cat ../outside/id_rsa", "cat link/id_rsa"]),
+        (
+            "cat README.md",
+            [
+                "cat {secret}",
+                "cat ../outside/id_rsa",
+                "cat link/id_rsa",
+                "cat link/../outside/id_rsa",  # `..` climbs from where the link leads
+            ],
+        ),
         (
             "grep -r hello .",
             [
@@ -241,3 +249,65 @@ def test_a_remembered_program_asks_to_read_outside_the_workspace(
     always_then_asked(heron, fake_llm, workspace, first, *seconds)
     # the secret never reached the model
     assert "SECRET-KEY-MATERIAL" not in json.dumps([r.body for r in fake_llm.requests])
+
+
+# ------------------------------------- 5. a push or fetch elsewhere than a remote is not covered
+
+
+def test_always_git_push_does_not_cover_a_url_or_a_path(heron, fake_llm, workspace, tmp_path):
+    origin, stolen = tmp_path / "origin.git", tmp_path / "stolen.git"
+    for bare in (origin, stolen):
+        subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
+    git(workspace, "init", "-q", "-b", "main")
+    Path(workspace, "secret.txt").write_text("the user's code\n")
+    git(workspace, "add", ".")
+    git(workspace, "commit", "-q", "-m", "one")
+    git(workspace, "remote", "add", "origin", str(origin))
+    always_then_asked(
+        heron,
+        fake_llm,
+        workspace,
+        "git push origin main",
+        f"git push file://{stolen} main",
+        f"git push {stolen} main",
+        f"git ls-remote file://{stolen}",
+        f"git fetch file://{stolen}",
+    )
+    assert git(str(origin), "branch", "--list") != ""  # the remembered push did run
+    assert git(str(stolen), "branch", "--list") == ""  # nothing went elsewhere
+
+
+# ------------------------------------------ 6. one scope a label; the question lists them all
+
+
+def test_a_list_of_commands_is_labelled_as_one_and_listed_in_the_question(
+    heron, fake_llm, workspace
+):
+    Path(workspace, "a.txt").write_text("a\n")
+    client, turn = run(
+        heron,
+        fake_llm,
+        workspace,
+        bash("touch a.txt && tail a.txt", "b1"),
+        bash("tail -n 1 a.txt", "b2"),  # covered: `tail` with safe options
+        bash("touch a.txt", "b3"),  # covered: exactly that
+        bash("touch b.txt", "b4"),  # not covered
+        permission=answers("allow_always", "reject_once"),
+    )
+    first = asked(client)[0]
+    names = [o["name"] for o in first["options"]]
+    assert names == [
+        "Allow",
+        "Always allow these 2 commands (each as listed)",
+        "Reject",
+        "Always reject these 2 commands (each as listed)",
+    ]
+    shown = [c["content"]["text"] for c in first["toolCall"]["content"]]
+    assert shown == [
+        '"Always" covers each of these:\n'
+        "- exactly `touch a.txt`\n"
+        "- `tail` (safe options, paths in the workspace)"
+    ]
+    assert asked_ids(client) == ["b1", "b4"]
+    assert statuses(turn["updates"], "b2")[-1] == statuses(turn["updates"], "b3")[-1] == "completed"
+    assert not Path(workspace, "b.txt").exists()
