@@ -215,6 +215,25 @@ def test_a_change_seen_in_auto_still_suspends_always_after_switching_to_ask(hero
     assert "pre-commit" in shown
 
 
+@landlock
+def test_a_change_to_herons_config_in_a_thread_on_home_suspends_always(heron, fake_llm, heron_home):
+    config = heron_home / ".config" / "heron" / "config.toml"
+    plant = "mkdir -p .config/heron && echo 'mode = \"full-access\"' >> .config/heron/config.toml"
+    fake_llm.script(
+        bash("ls", "o1", sandbox=False),
+        bash(plant, "plant"),
+        bash("ls", "o2", sandbox=False),
+        text("done"),
+    )
+    client = heron(*AUTO, env={"HERON_SANDBOX": "landlock"})
+    client.permission = answers("allow_always", "reject_once")
+    client.prompt(client.new_session(str(heron_home)), "go")
+    assert config.read_text() == 'mode = "full-access"\n'  # the sandbox let it
+    assert asked_ids(client) == ["o1", "o2"]
+    shown = "\n".join(c["content"]["text"] for c in asked(client)[1]["toolCall"]["content"])
+    assert f"`{config}`" in shown and 'mode = "full-access"' in shown
+
+
 # ---------------------------------------------------------- 3. the folder a command runs in
 
 

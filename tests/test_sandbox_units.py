@@ -92,7 +92,8 @@ def _decide(tool: Any, raw: dict[str, Any], ws: Path, mode: str = "auto") -> Dec
 def test_auto_runs_sandboxed_commands_and_workspace_edits_and_asks_the_rest(
     tmp_path: Path,
 ) -> None:
-    assert _decide(Bash(), {"command": "rm -rf x"}, tmp_path) is Decision.ALLOW
+    assert _decide(Bash(), {"command": "rm -f x && make"}, tmp_path) is Decision.ALLOW
+    assert _decide(Bash(), {"command": "rm -rf x"}, tmp_path) is Decision.ASK  # discards work
     assert _decide(Bash(), {"command": "ls", "sandbox": False}, tmp_path) is Decision.ASK
     assert _decide(Bash(), {"command": "ls", "cwd": "/"}, tmp_path) is Decision.ASK
     assert _decide(Bash(), {"command": "ls"}, tmp_path, mode="ask") is Decision.ASK

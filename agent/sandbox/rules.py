@@ -16,6 +16,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from agent.config import default_config_path
+from agent.files.workspace import inside
 from agent.sandbox.landlock import abi_version
 from agent.sandbox.watch import Fingerprint, changed_paths, fingerprint
 from agent.sandbox.zygote import ConfinedProcess, Zygote
@@ -137,12 +139,15 @@ class Sandbox:
         return reads
 
     def watch(self) -> Fingerprint:
-        """The state of `.git/` config and hooks and `.heron/`, before a command."""
-        return fingerprint(self._roots())
+        """The state of `.git/` config and hooks, `.heron/` and Heron's config folder when the
+        workspace holds it (a thread on $HOME), before a command."""
+        roots = self._roots()
+        config = default_config_path().parent
+        return fingerprint(roots, [config] if inside(config, roots) else [])
 
     def changed(self, before: Fingerprint) -> list[str]:
-        """The watched paths the command changed there ([] if none)."""
-        return changed_paths(before, fingerprint(self._roots()))
+        """The watched paths the command changed ([] if none)."""
+        return changed_paths(before, self.watch())
 
     def notice(self) -> str | None:
         """Once per session: why auto mode asks for commands, or that the network is open."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 
 WATCHED = (".git/config", ".git/hooks", ".heron")
@@ -24,10 +25,11 @@ CHANGED = (
 )
 
 
-def fingerprint(roots: list[Path]) -> Fingerprint:
-    """Mode, size, times and inode of every watched path under `roots` (links not followed)."""
+def fingerprint(roots: list[Path], also: Sequence[Path] = ()) -> Fingerprint:
+    """Mode, size, times and inode of every watched path under `roots`, and of `also` (Heron's
+    config folder when a root holds it), links not followed."""
     state: Fingerprint = {}
-    stack = [str(root / name) for root in roots for name in WATCHED]
+    stack = [str(root / name) for root in roots for name in WATCHED] + [str(p) for p in also]
     while stack and len(state) < LIMIT:
         path = stack.pop()
         try:
