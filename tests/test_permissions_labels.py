@@ -126,3 +126,9 @@ def test_the_unseen_changes_show_small_files_and_removals(tmp_path: Path) -> Non
     assert f"- `{pipe}`\n" in note and f"- `{big}`\n" in note
     assert note.endswith(f"- `{gone}` (removed)")
     assert "x" * 100 not in note
+
+
+def test_many_changed_paths_are_counted_not_all_named(tmp_path: Path) -> None:
+    paths = [str(tmp_path / ".heron" / f"f{i}") for i in range(500)]
+    note = unseen_note(paths)
+    assert note.count("\n- ") == 21 and note.endswith("- and 480 more")

@@ -19,6 +19,7 @@ PATH_SEP = "\x00"
 SHORT = 48  # characters of a command or of names a label shows; longer, it refers to the list
 SHOWN_FILES = 3  # changed files whose text the question shows
 SHOWN_BYTES = 2000  # at most this much of each (a hook, `.git/config`)
+SHOWN_PATHS = 20  # changed paths named; the rest are counted
 WORKSPACE = " in the workspace (not .git/, .heron/ or Heron's config)"
 
 
@@ -59,7 +60,7 @@ def unseen_note(paths: list[str]) -> str:
     of the first few small files (a hook, `.git/config`), so the user can judge it."""
     lines = []
     shown = 0
-    for path in paths:
+    for path in paths[:SHOWN_PATHS]:
         line = f"- {_code(path)}"
         if not os.path.lexists(path):
             line += " (removed)"
@@ -69,6 +70,8 @@ def unseen_note(paths: list[str]) -> str:
                 shown += 1
                 line += "\n" + _indent(_code_block(data.decode("utf-8", "replace")))
         lines.append(line)
+    if len(paths) > SHOWN_PATHS:
+        lines.append(f"- and {len(paths) - SHOWN_PATHS} more")
     return (
         "Sandboxed commands changed git's or Heron's settings since you last allowed a program "
         "outside the sandbox. This call runs outside it, where git runs hooks and the programs "
