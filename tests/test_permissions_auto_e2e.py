@@ -82,17 +82,12 @@ def work(repo: str) -> dict[str, str]:
 
 @landlock
 @pytest.mark.parametrize(
-    "command",
+    "command",  # one of each way to hide (tests/test_command_discards.py has them all)
     [
         "git checkout -- . && git clean -fd",
-        "git status && git clean -fdx",
         "git reset --hard",
-        "git -C . restore a.txt",
         "git stash drop",
-        "git branch -D topic",
         "cd build; rm -r .",
-        "rm -rf build new.txt",
-        "find . -name '*.txt' -delete",
         "find . -name '*.txt' | xargs rm",
         "sh -c 'git checkout -- a.txt'",
         "timeout 10 git clean -fd",
