@@ -317,6 +317,20 @@ def test_a_question_is_asked_on_the_terminal(terminal, fake_llm, workspace, answ
     assert "\x1b[" in term.output  # a terminal: colours
 
 
+def test_a_question_lists_what_always_would_cover(terminal, fake_llm, workspace):
+    command = "touch a.txt && tail a.txt"
+    fake_llm.script(tool_calls(Call("bash", {"command": command})), text("Finished."))
+    term = terminal("exec", "--mode", "ask", "go")
+    term.expect("Allow? [y/a/n/r]")
+    assert "[a] Always allow these 2 commands (each as listed)" in term.screen
+    assert '"Always" covers each of these:' in term.screen
+    assert "- exactly `touch a.txt`" in term.screen
+    assert "- `tail` (safe options, paths in the workspace)" in term.screen
+    term.type("n\r")
+    assert term.wait() == 0, term.screen
+    assert not Path(workspace, "a.txt").exists()
+
+
 def test_a_question_shows_control_characters_instead_of_obeying_them(terminal, fake_llm, workspace):
     # A carriage return and "erase line" would make this command read as `ls`.
     command = "touch evil #\r\x1b[2Kls"

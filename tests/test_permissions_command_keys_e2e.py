@@ -20,6 +20,8 @@ from test_permissions_e2e import asked, asked_ids, bash
 from test_permissions_rules_e2e import answers, run
 from test_tools_e2e import statuses
 
+from agent.permissions.labels import SHORT
+
 GIT_ID = ["-c", "user.name=t", "-c", "user.email=t@example.com"]
 
 
@@ -30,9 +32,15 @@ def git(workspace: str, *args: str) -> str:
     return done.stdout
 
 
+def exactly(command: str) -> str:
+    """The label of "always" for exactly `command`: a long one is listed in the question."""
+    return f"exactly `{command}`" if len(command) <= SHORT else "exactly this command"
+
+
 def always_then_asked(heron, fake_llm, workspace, first: str, *seconds: str, label: str = ""):
     """ "Always allow" `first`, then the model runs each of `seconds`: each must ask (and is
-    rejected). "Always" for one would remember `label`; by default, exactly that command."""
+    rejected). "Always" for one would remember `label`; by default, exactly that command (a
+    long one listed in the question's content)."""
     ids = [f"b{i}" for i in range(2, len(seconds) + 2)]
     client, turn = run(
         heron,
@@ -49,7 +57,10 @@ def always_then_asked(heron, fake_llm, workspace, first: str, *seconds: str, lab
         assert statuses(turn["updates"], call_id) == ["pending", "failed"]
         # what "always" would remember is exactly that command, and the label says so
         names = [o["name"] for o in question["options"]]
-        assert names[1] == f"Always allow {label or f'exactly `{second}`'}", names
+        assert names[1] == f"Always allow {label or exactly(second)}", names
+        if names[1] == "Always allow exactly this command":
+            shown = [c["content"]["text"] for c in question["toolCall"]["content"]]
+            assert f'"Always" covers each of these:\n- exactly `{second}`' in shown
 
 
 # --------------------------------------------------------- 1. "always" never covers discarding
@@ -207,7 +218,15 @@ def secret(tmp_path: Path) -> Path:
 @pytest.mark.parametrize(
     ("first", "seconds"),
     [
-        ("cat README.md", ["cat {secret}", "cat ../outside/id_rsa", "cat link/id_rsa"]),
+        (
+            "cat README.md",
+            [
+                "cat {secret}",
+                "cat ../outside/id_rsa",
+                "cat link/id_rsa",
+                "cat link/../outside/id_rsa",  # `..` climbs from where the link leads
+            ],
+        ),
         (
             "grep -r hello .",
             [
@@ -230,3 +249,65 @@ def test_a_remembered_program_asks_to_read_outside_the_workspace(
     always_then_asked(heron, fake_llm, workspace, first, *seconds)
     # the secret never reached the model
     assert "SECRET-KEY-MATERIAL" not in json.dumps([r.body for r in fake_llm.requests])
+
+
+# ------------------------------------- 5. a push or fetch elsewhere than a remote is not covered
+
+
+def test_always_git_push_does_not_cover_a_url_or_a_path(heron, fake_llm, workspace, tmp_path):
+    origin, stolen = tmp_path / "origin.git", tmp_path / "stolen.git"
+    for bare in (origin, stolen):
+        subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
+    git(workspace, "init", "-q", "-b", "main")
+    Path(workspace, "secret.txt").write_text("the user's code\n")
+    git(workspace, "add", ".")
+    git(workspace, "commit", "-q", "-m", "one")
+    git(workspace, "remote", "add", "origin", str(origin))
+    always_then_asked(
+        heron,
+        fake_llm,
+        workspace,
+        "git push origin main",
+        f"git push file://{stolen} main",
+        f"git push {stolen} main",
+        f"git ls-remote file://{stolen}",
+        f"git fetch file://{stolen}",
+    )
+    assert git(str(origin), "branch", "--list") != ""  # the remembered push did run
+    assert git(str(stolen), "branch", "--list") == ""  # nothing went elsewhere
+
+
+# ------------------------------------------ 6. one scope a label; the question lists them all
+
+
+def test_a_list_of_commands_is_labelled_as_one_and_listed_in_the_question(
+    heron, fake_llm, workspace
+):
+    Path(workspace, "a.txt").write_text("a\n")
+    client, turn = run(
+        heron,
+        fake_llm,
+        workspace,
+        bash("touch a.txt && tail a.txt", "b1"),
+        bash("tail -n 1 a.txt", "b2"),  # covered: `tail` with safe options
+        bash("touch a.txt", "b3"),  # covered: exactly that
+        bash("touch b.txt", "b4"),  # not covered
+        permission=answers("allow_always", "reject_once"),
+    )
+    first = asked(client)[0]
+    names = [o["name"] for o in first["options"]]
+    assert names == [
+        "Allow",
+        "Always allow these 2 commands (each as listed)",
+        "Reject",
+        "Always reject these 2 commands (each as listed)",
+    ]
+    shown = [c["content"]["text"] for c in first["toolCall"]["content"]]
+    assert shown == [
+        '"Always" covers each of these:\n'
+        "- exactly `touch a.txt`\n"
+        "- `tail` (safe options, paths in the workspace)"
+    ]
+    assert asked_ids(client) == ["b1", "b4"]
+    assert statuses(turn["updates"], "b2")[-1] == statuses(turn["updates"], "b3")[-1] == "completed"
+    assert not Path(workspace, "b.txt").exists()

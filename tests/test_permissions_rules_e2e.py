@@ -277,4 +277,5 @@ def test_the_permission_request_shows_a_multi_line_command_whole(heron, fake_llm
     )
     (request,) = asked(client)
     shown = [c["content"]["text"] for c in request["toolCall"]["content"]]
-    assert shown == ["```\nls\nrm -rf build\n```"], "the title alone reads `ls rm -rf build`"
+    assert shown[0] == "```\nls\nrm -rf build\n```", "the title alone reads `ls rm -rf build`"
+    assert request["toolCall"]["title"] == "Run `ls rm -rf build` (discards work)"

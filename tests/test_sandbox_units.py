@@ -244,6 +244,8 @@ def test_auto_runs_sandboxed_commands_and_workspace_edits_and_asks_the_rest(
     tmp_path: Path,
 ) -> None:
     assert _decide(Bash(), {"command": "ls -l"}, tmp_path) is Decision.ALLOW
+    assert _decide(Bash(), {"command": "rm -f x && make"}, tmp_path) is Decision.ALLOW
+    assert _decide(Bash(), {"command": "rm -rf x"}, tmp_path) is Decision.ASK  # discards work
     assert _decide(Bash(), {"command": "ls", "sandbox": False}, tmp_path) is Decision.ASK
     assert _decide(Bash(), {"command": "ls", "cwd": "/"}, tmp_path) is Decision.ASK
     assert _decide(Bash(), {"command": "ls"}, tmp_path, mode="ask") is Decision.ASK

@@ -374,7 +374,7 @@ async def test_describe_and_policy_inputs(tmp_path: Path) -> None:
     ctx = make_ctx(tmp_path)
     args = tool.parse_args({"command": "pytest -q\n  tests", "cwd": "sub"})
     preview = await tool.describe(args, ctx)
-    assert preview.title == "Run `pytest -q tests`"
+    assert preview.title == f"Run `pytest -q tests` in {tmp_path / 'sub'}"
     # flattened in the title, so shown whole before permission is asked
     assert preview.content == [ContentItem.of("```\npytest -q\n  tests\n```")]
     assert (await tool.describe(tool.parse_args({"command": "ls -l"}), ctx)).content == []

@@ -89,6 +89,9 @@ class McpTool(Tool[McpArgs]):
     def permission_keys(self, args: McpArgs) -> list[str]:
         return [mcp_key(self.server, self.tool)]
 
+    def runs_programs(self, args: McpArgs) -> bool:
+        return True  # the server runs outside the sandbox, perhaps git in the workspace
+
     async def describe(self, args: McpArgs, ctx: ToolContext) -> Preview:
         return Preview(title=f"{self.title} ({self.server})")
 

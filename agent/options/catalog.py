@@ -24,7 +24,8 @@ MODE_INFO = {
     "ask": ("Ask", "Reads and searches run; every edit, command and fetch asks first."),
     "auto": (
         "Auto",
-        "Commands run in a sandbox without asking; leaving it asks. Edits in the workspace too.",
+        "Commands run in a sandbox without asking; leaving it or discarding work asks. Edits in "
+        "the workspace too.",
     ),
     "accept-edits": (
         "Accept edits",

@@ -3,8 +3,10 @@
 Modes, from strictest:
 - read-only: anything that changes the world or reaches the network is refused unasked.
 - ask: every edit, delete, move, command and fetch asks.
-- auto: as accept-edits, and commands that run in the sandbox (agent.sandbox) run unasked;
-  without a sandbox on this system, or asked to run outside it, they ask.
+- auto: as accept-edits, and commands that run in the sandbox (agent.sandbox) run unasked,
+  except those that discard work (`git clean`, `git reset --hard`, `rm -r`:
+  agent.tools.command_discards), which the sandbox would let through; without a sandbox on this
+  system, or asked to run outside it, they ask.
 - accept-edits: edits inside the workspace run unasked; commands and fetches ask.
 - full-access: nothing asks.
 Whatever the mode (but full-access), a call touching a path outside the session's workspace
@@ -12,6 +14,9 @@ asks, and so does a change under a protected folder (`.git/`, `.heron/`, Heron's
 folder when the workspace holds it: a thread opened on $HOME) even in accept-edits.
 For those, "always" remembers the tool on that exact path only: an "always" given for ordinary
 edits does not cover them, and one given for them covers nothing else.
+After a sandboxed command changed `.git/`, `.heron/` or Heron's config, a program that runs
+outside the sandbox (a command, an MCP tool) asks, "always" answers suspended, and the question
+shows the changes; once the user allowed one, they count as seen.
 
 `decide` is called when the call is about to run, and again after the user answered (the
 turn compares `real_paths` of both moments): modes and remembered answers count at the moment
@@ -27,17 +32,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.acp.protocol import PermissionOption
 from agent.config import default_config_path
 from agent.files.workspace import inside, under
+from agent.permissions.labels import PATH_SEP
 from agent.tools.base import Safety, Tool, ToolContext
-from agent.tools.command_keys import describe_key as describe_command_key
 
 # Folders whose files change what runs (git hooks and config, Heron's own settings): a write
 # there always asks, whatever the mode but full-access.
 PROTECTED_DIRS = frozenset((".git", ".heron"))
-# Between a key and the one path it is limited to; a NUL is in no command key or path.
-PATH_SEP = "\x00"
 
 
 def mcp_key(server: str, tool: str) -> str:
@@ -58,6 +60,9 @@ class Verdict:
     decision: Decision
     reason: str = ""  # for a refusal: what the model is told
     keys: list[str] = field(default_factory=list)  # what an "always" answer remembers
+    # Changes sandboxed commands made to git's or Heron's settings, shown in the question:
+    # why a remembered answer did not count.
+    unseen: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -117,6 +122,12 @@ def decide(
             "tools. Tell the user what you would do instead."
         )
         return Verdict(Decision.REFUSE, reason, keys)
+    # The same per-session answer the run gets (agent.sandbox.rules.Sandbox.layers).
+    confined = mode == "auto" and tool.sandboxed(args) and ctx.sandbox and ctx.sandbox.confining()
+    if ctx.sandbox_changes and tool.runs_programs(args) and not confined:
+        # A hook or a config setting planted by a sandboxed command would run unconfined:
+        # the user sees the changes first, whatever was remembered.
+        return Verdict(Decision.ASK, keys=keys, unseen=list(ctx.sandbox_changes))
     if memory.allows(keys):
         return Verdict(Decision.ALLOW, keys=keys)
     if outside:
@@ -125,8 +136,8 @@ def decide(
         return Verdict(Decision.ALLOW, keys=keys)
     if mode in ("auto", "accept-edits") and safety is Safety.MUTATING:
         return Verdict(Decision.ALLOW, keys=keys)
-    if mode == "auto" and tool.sandboxed(args) and ctx.sandbox and ctx.sandbox.confining():
-        return Verdict(Decision.ALLOW, keys=keys)
+    if confined and not tool.discards_work(args, ctx):
+        return Verdict(Decision.ALLOW, keys=keys)  # the sandbox is the approval
     return Verdict(Decision.ASK, keys=keys)
 
 
@@ -161,47 +172,3 @@ def _protected(path: Path, roots: list[Path], config: list[Path]) -> bool:
 def real_paths(tool: Tool[Any], args: Any, ctx: ToolContext) -> list[str]:
     """Where the call's paths lead now, symlinks followed: compared before and after asking."""
     return [os.path.realpath(path) for path in tool.paths(args, ctx)]
-
-
-def options_for(keys: list[str]) -> list[PermissionOption]:
-    """Allow/reject once, and "always" options naming exactly what they remember.
-
-    A call without keys (a command the matcher cannot vouch for) can only be answered once."""
-    once = [
-        PermissionOption(option_id="allow_once", name="Allow", kind="allow_once"),
-        PermissionOption(option_id="reject_once", name="Reject", kind="reject_once"),
-    ]
-    if not keys:
-        return once
-    what = ", ".join(_label(key) for key in keys)
-    return [
-        once[0],
-        PermissionOption(
-            option_id="allow_always", name=f"Always allow {what}", kind="allow_always"
-        ),
-        once[1],
-        PermissionOption(
-            option_id="reject_always", name=f"Always reject {what}", kind="reject_always"
-        ),
-    ]
-
-
-def _label(key: str) -> str:
-    """What a key covers, in words: `` `git status` (safe options, paths in the workspace)``,
-    ``exactly `ls -l` ``, ``fetches from `https://h:443` ``, `` `edit_file` on exactly
-    `/w/.git/config` ``."""
-    key, limited, path = key.partition(PATH_SEP)
-    family, sep, detail = key.partition(":")
-    if not sep:
-        where = " in the workspace (not .git/, .heron/ or Heron's config)"
-        what = f"`{key}`" + ("" if limited else where)
-    elif family in ("bash", "bash-exact"):
-        what = describe_command_key(key)
-    elif family == "fetch":
-        what = f"fetches from `{detail}`"
-    elif family == "mcp":
-        server, tool = json.loads(detail)
-        what = f"tool `{tool}` of MCP server `{server}`"
-    else:
-        what = f"`{detail}`"
-    return f"{what} on exactly `{path}`" if limited else what

@@ -104,6 +104,11 @@ def describe(call: dict[str, Any], paint: Painter) -> list[str]:
         # The command exactly as it will run: a \r or an escape sequence in it is shown, not
         # obeyed, or `rm -rf ~ #\r\x1b[2Kls` would read as `ls`.
         lines += [paint("$ ", BOLD) + line for line in visible(raw["command"]).split("\n")]
+        # Heron's notes beside it (what sandboxed commands changed, what "always" covers);
+        # the command itself, fenced, was just shown.
+        notes = [item for item in call.get("content") or [] if not _fenced_text(item)]
+        if text := content_text(notes):
+            lines += visible(text).split("\n")[:40]
     elif not lines:
         text = content_text(call.get("content"))
         if text:
@@ -111,3 +116,8 @@ def describe(call: dict[str, Any], paint: Painter) -> list[str]:
         elif raw:
             lines.append(visible(json.dumps(raw, ensure_ascii=False)[:500]))
     return lines
+
+
+def _fenced_text(item: Any) -> bool:
+    block = item.get("content") if isinstance(item, dict) else None
+    return isinstance(block, dict) and str(block.get("text", "")).startswith("```")

@@ -125,6 +125,10 @@ class ToolContext:
     seen: SeenFiles = field(default_factory=SeenFiles)  # what the model saw of each file
     changes: FileChanges = field(default_factory=FileChanges)  # prior states, for /undo
     sandbox: Sandbox | None = None  # where commands run confined (auto mode)
+    # What sandboxed commands changed of git's or Heron's settings (`.git/`, `.heron/`, the
+    # config) that the user has not yet been shown in a question: until then, a program run
+    # outside the sandbox asks even when an "always" answer covers it (agent.permissions).
+    sandbox_changes: list[str] = field(default_factory=list)
     # The session's workspace folders (the cwd and the additional directories), read anew
     # each time: they may change on load or resume.
     roots_of: Callable[[], list[Path]] | None = None
@@ -194,6 +198,16 @@ class Tool(ABC, Generic[ArgsT]):
 
     def sandboxed(self, args: ArgsT) -> bool:
         """The call runs confined in auto mode (agent.sandbox), so it need not ask there."""
+        return False
+
+    def runs_programs(self, args: ArgsT) -> bool:
+        """The call runs programs that read git's and Heron's settings (a command, an MCP
+        server's tool): outside the sandbox it asks after a sandboxed command changed those."""
+        return False
+
+    def discards_work(self, args: ArgsT, ctx: ToolContext) -> bool:
+        """The call throws away work nothing brings back (uncommitted changes, untracked files,
+        stashes, branches): auto mode asks before it even where the sandbox would run it."""
         return False
 
     def workspace_keys(self, args: ArgsT, ctx: ToolContext, roots: list[Path]) -> list[str]:

@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.files.workspace import inside
+from agent.files.workspace import inside, under
 
 ANY_ARGS = "bash"  # key family: the program (and subcommand) with known-safe arguments
 EXACT = "bash-exact"  # key family: exactly this argument list
@@ -96,6 +96,7 @@ _ALWAYS_EXACT = {
         "shell",
         "checkout",
         "checkout-index",
+        "clone",
         "clean",
         "read-tree",
         "prune",
@@ -134,6 +135,10 @@ class _Rule:
     positionals: bool  # non-option arguments (paths, refs, package names) are allowed
     requires: dict[str, str]  # one of these options must be present; it names the key
     numeric: bool  # `-5` (git log)
+    # What the non-option arguments name, where a place elsewhere makes the key exact:
+    # "remote" (the first: a remote, not a URL, `host:path` or path), "packages" (a package,
+    # not a URL or VCS source), "npm" (the same, and not a `user/repo` shorthand).
+    sources: str
 
 
 def _rule(
@@ -142,6 +147,7 @@ def _rule(
     positionals: bool = True,
     requires: dict[str, str] | None = None,
     numeric: bool = False,
+    sources: str = "",
 ) -> _Rule:
     """`"-s --short -n= --color?"`: a flag, a flag, an option with a value, an optional one."""
     words = spec.split()
@@ -152,6 +158,7 @@ def _rule(
         positionals=positionals,
         requires=requires or {},
         numeric=numeric,
+        sources=sources,
     )
 
 
@@ -229,15 +236,19 @@ _RULES: dict[tuple[str, str], _Rule] = {
     ("git", "reset"): _rule("-q --quiet --mixed --soft -N --no-refresh --refresh"),
     ("git", "fetch"): _rule(
         f"{_QUIET} --all -p --prune --tags --no-tags --depth= --dry-run -n --progress "
-        "--no-recurse-submodules"
+        "--no-recurse-submodules",
+        sources="remote",
     ),
     ("git", "pull"): _rule(
         f"{_QUIET} --rebase? --no-rebase --ff-only --ff --no-ff --no-edit --all --tags -p "
-        "--prune --autostash --no-autostash"
+        "--prune --autostash --no-autostash",
+        sources="remote",
     ),
     ("git", "push"): _rule(
-        f"{_QUIET} -u --set-upstream --tags --follow-tags --dry-run -n --porcelain --progress"
+        f"{_QUIET} -u --set-upstream --tags --follow-tags --dry-run -n --porcelain --progress",
+        sources="remote",
     ),
+    ("git", "ls-remote"): _rule("-h --heads -t --tags --refs -q --quiet", sources="remote"),
     ("git", "merge"): _rule(f"{_QUIET} --no-ff --ff-only --ff --no-edit -m= --squash --no-commit"),
     ("git", "tag"): _rule(
         "-l --list -n? --sort= --contains? --no-contains? --merged? --no-merged? --points-at= "
@@ -268,7 +279,7 @@ _RULES: dict[tuple[str, str], _Rule] = {
     ("git", "stash list"): _rule(_GIT_LOG, positionals=False),
     ("git", "stash show"): _rule(_GIT_DIFF),
     ("git", "remote"): _rule("-v --verbose", positionals=False),
-    ("git", "remote show"): _rule("-n"),
+    ("git", "remote show"): _rule("-n", sources="remote"),
     ("git", "remote get-url"): _rule("--push --all"),
     ("git", "worktree list"): _rule("--porcelain -v --verbose -z", positionals=False),
     ("git", "reflog"): _rule(_GIT_LOG, numeric=True),
@@ -290,9 +301,9 @@ _RULES: dict[tuple[str, str], _Rule] = {
     ("git", "config list"): _rule(
         "--show-origin --show-scope --name-only --local -z --null", positionals=False
     ),
-    ("npm", "install"): _rule(_NPM_INSTALL),
-    ("npm", "i"): _rule(_NPM_INSTALL),
-    ("npm", "ci"): _rule(_NPM_INSTALL),
+    ("npm", "install"): _rule(_NPM_INSTALL, sources="npm"),
+    ("npm", "i"): _rule(_NPM_INSTALL, sources="npm"),
+    ("npm", "ci"): _rule(_NPM_INSTALL, sources="npm"),
     ("npm", "ls"): _rule("--depth= --all -a --json --long -l --prod --dev"),
     ("npm", "list"): _rule("--depth= --all -a --json --long -l --prod --dev"),
     ("npm", "outdated"): _rule("--json --long -l --all"),
@@ -300,8 +311,8 @@ _RULES: dict[tuple[str, str], _Rule] = {
     ("npm", "config get"): _rule("--json"),
     ("npm", "config list"): _rule("--json -l --long", positionals=False),
     ("npm", "config ls"): _rule("--json -l --long", positionals=False),
-    ("pnpm", "install"): _rule(_NPM_INSTALL),
-    ("yarn", "install"): _rule(_NPM_INSTALL),
+    ("pnpm", "install"): _rule(_NPM_INSTALL, sources="npm"),
+    ("yarn", "install"): _rule(_NPM_INSTALL, sources="npm"),
     ("cargo", "build"): _rule(_CARGO_BUILD),
     ("cargo", "check"): _rule(_CARGO_BUILD),
     ("cargo", "test"): _rule(_CARGO_BUILD),
@@ -312,7 +323,9 @@ _RULES: dict[tuple[str, str], _Rule] = {
     ("cargo", "tree"): _rule(f"{_QUIET} -p= --package= -i= --invert= -e= --edges= --depth= -d"),
     ("cargo", "metadata"): _rule("--format-version= --no-deps --offline --locked"),
     ("cargo", "update"): _rule(f"{_QUIET} -p= --package= --precise= --dry-run -w --workspace"),
-    ("cargo", "add"): _rule(f"{_QUIET} --dev --build -F= --features= --no-default-features"),
+    ("cargo", "add"): _rule(
+        f"{_QUIET} --dev --build -F= --features= --no-default-features", sources="packages"
+    ),
     ("cargo", "remove"): _rule(f"{_QUIET} --dev --build"),
     ("cargo", "config get"): _rule("--format= --show-origin"),
     ("go", "build"): _rule(_GO_BUILD),
@@ -325,7 +338,7 @@ _RULES: dict[tuple[str, str], _Rule] = {
     ("go", "mod verify"): _rule("", positionals=False),
     ("go", "mod graph"): _rule("-go="),
     ("go", "mod why"): _rule("-m -vendor"),
-    ("pip", "install"): _rule(_PIP_INSTALL),
+    ("pip", "install"): _rule(_PIP_INSTALL, sources="packages"),
     ("pip", "list"): _rule(f"{_QUIET} -o --outdated --uptodate --format= --not-required -l"),
     ("pip", "show"): _rule(f"{_QUIET} -f --files"),
     ("pip", "freeze"): _rule("--all -l --local --exclude-editable"),
@@ -337,7 +350,7 @@ _RULES: dict[tuple[str, str], _Rule] = {
     ("uv", "pip show"): _rule(f"{_QUIET} -f --files"),
     ("uv", "pip tree"): _rule(f"{_QUIET} -d= --depth="),
     ("uv", "pip check"): _rule(_QUIET),
-    ("uv", "pip install"): _rule(_PIP_INSTALL),
+    ("uv", "pip install"): _rule(_PIP_INSTALL, sources="packages"),
     ("uv", "python list"): _rule("--only-installed --all-versions"),
     ("uv", "python find"): _rule(""),
     ("uv", "sync"): _rule(
@@ -345,13 +358,13 @@ _RULES: dict[tuple[str, str], _Rule] = {
         "--all-groups --no-install-project"
     ),
     ("uv", "lock"): _rule(f"{_QUIET} -U --upgrade --upgrade-package= --locked --check"),
-    ("uv", "add"): _rule(f"{_QUIET} --dev --group= --optional="),
+    ("uv", "add"): _rule(f"{_QUIET} --dev --group= --optional=", sources="packages"),
     ("uv", "remove"): _rule(f"{_QUIET} --dev --group= --optional="),
     ("uv", "tree"): _rule(f"{_QUIET} -d= --depth= --outdated"),
     ("poetry", "install"): _rule(f"{_QUIET} --no-root --with= --without= --only= --sync"),
     ("poetry", "lock"): _rule(f"{_QUIET} --no-update --check"),
     ("poetry", "show"): _rule(f"{_QUIET} --tree --outdated --latest -l --only= --with="),
-    ("poetry", "add"): _rule(f"{_QUIET} -G= --group= -D --dev"),
+    ("poetry", "add"): _rule(f"{_QUIET} -G= --group= -D --dev", sources="packages"),
     ("poetry", "remove"): _rule(f"{_QUIET} -G= --group= -D --dev"),
     ("docker", "ps"): _rule(
         "-a --all -q --quiet --format= -n= --last= -l --latest --no-trunc -s --size --filter= -f="
@@ -371,7 +384,7 @@ _BARE = _rule()  # a subcommand without a rule: positional arguments only
 # subcommands named here or in _RULES get a key; any other name is exact.
 _KNOWN_ONLY = {
     "git": {
-        "init", "clone", "cherry-pick", "revert", "rebase", "am", "apply", "describe",
+        "init", "cherry-pick", "revert", "rebase", "am", "apply", "describe",
         "show-ref", "ls-remote", "ls-tree", "cat-file", "rev-list", "merge-base",
         "count-objects", "fsck", "version", "whatchanged", "range-diff", "cherry", "name-rev",
         "for-each-ref", "check-ignore", "check-attr", "format-patch", "archive", "worktree",
@@ -626,6 +639,9 @@ def _check_arguments(rule: _Rule, args: list[str], go_style: bool) -> str | None
     subcommand (`" --get"` for `git config --get`, "" mostly)."""
     named = None
     positional_only = False
+    positionals = 0
+    if rule.sources in ("packages", "npm") and any(":" in arg for arg in args):
+        return None  # `git+https://…`, `-e git+ssh://…`, `pkg@npm:other`, `file:…`: elsewhere
     i = 0
     while i < len(args):
         arg = args[i]
@@ -633,6 +649,9 @@ def _check_arguments(rule: _Rule, args: list[str], go_style: bool) -> str | None
         if positional_only or arg == "-" or not arg.startswith("-"):
             if not rule.positionals or arg.startswith(("+", ":")):
                 return None  # `git push origin +main`, `:branch`: a forced update, a delete
+            if _names_a_place(rule.sources, arg, first=positionals == 0):
+                return None  # `git push ssh://host/repo`, `npm i user/repo`
+            positionals += 1
             continue
         if arg == "--":
             positional_only = True
@@ -665,6 +684,19 @@ def _check_arguments(rule: _Rule, args: list[str], go_style: bool) -> str | None
     return f" {named}" if named else ""
 
 
+def _names_a_place(sources: str, arg: str, first: bool) -> bool:
+    """Whether an argument names a repository or package source elsewhere than the remotes
+    and registries configured: a URL (`https://`, `file://`, `ssh://`, `ext::`), `host:path`
+    or `user@host:repo`, a path (`../other`, `/srv/repo`, `~/x`); for npm, `user/repo`
+    (GitHub) too. A remote's name has none of `:`, `/` or `\\` in it."""
+    if sources == "remote":
+        return first and (any(c in arg for c in ":/\\") or arg.startswith((".", "~")))
+    if sources == "npm":  # `@scope/name` is a package; `user/repo`, `./dir` are not
+        scoped = arg.startswith("@") and arg.count("/") == 1
+        return "/" in arg and not scoped
+    return False
+
+
 def _short_cluster_is_safe(rule: _Rule, arg: str, args: list[str], i: int) -> bool:
     """`-sb`: every letter a known flag, up to one that takes a value (glued or next word)."""
     for j in range(1, len(arg)):
@@ -693,7 +725,9 @@ def _join(base: Path, path: str) -> Path:
 
 
 def _leaves_workspace(args: list[str], cwds: list[Path], roots: Sequence[Path]) -> bool:
-    """Whether an argument, or an option's value, leads outside the workspace from a cwd."""
+    """Whether an argument, or an option's value, leads outside the workspace from a cwd: as
+    written, or as the kernel resolves it (`d/../secret` with `d` a link out is outside)."""
+    real_roots = [Path(os.path.realpath(root)) for root in roots]
     for arg in args:
         if len(arg) > (_LONGEST_CHECKED_OPTION if arg.startswith("-") else _LONGEST_CHECKED_WORD):
             return True
@@ -701,7 +735,15 @@ def _leaves_workspace(args: list[str], cwds: list[Path], roots: Sequence[Path]) 
             for cwd in cwds:
                 if not inside(_join(cwd, candidate), roots):
                     return True
+                if not any(under(_resolve(cwd, candidate), root) for root in real_roots):
+                    return True
     return False
+
+
+def _resolve(cwd: Path, path: str) -> Path:
+    """Where the kernel finds `path` from `cwd`: each symlink followed before a `..` after it
+    climbs (a lexical `normpath` would drop `d/..` whatever `d` is)."""
+    return Path(os.path.realpath(os.path.join(cwd, path)))
 
 
 def _path_candidates(arg: str) -> set[str]:

@@ -12,7 +12,9 @@ bounded memory: the first and last kilobytes are kept, the middle is counted and
 from __future__ import annotations
 
 import codecs
+import json
 import logging
+import os
 import re
 import signal
 import subprocess
@@ -52,6 +54,7 @@ from agent.tools.base import (
     ToolEvent,
     ToolResult,
 )
+from agent.tools.command_discards import command_discards
 from agent.tools.command_keys import command_keys
 
 log = logging.getLogger(__name__)
@@ -111,10 +114,15 @@ class Bash(Tool[BashArgs]):
     def sandboxed(self, args: BashArgs) -> bool:
         return args.sandbox
 
+    def runs_programs(self, args: BashArgs) -> bool:
+        return True
+
+    def discards_work(self, args: BashArgs, ctx: ToolContext) -> bool:
+        return command_discards(args.command, _cwd(args, ctx)) is not None
+
     def workspace_keys(self, args: BashArgs, ctx: ToolContext, roots: list[Path]) -> list[str]:
         # A remembered program reading outside the workspace (`cat /x/id_rsa`) asks again.
-        cwd = ctx.resolve(args.cwd) if args.cwd else ctx.cwd
-        return command_keys(args.command, cwd, roots)
+        return command_keys(args.command, _cwd(args, ctx), roots)
 
     async def describe(self, args: BashArgs, ctx: ToolContext) -> Preview:
         shown = _one_line(args.command, 80)
@@ -124,13 +132,15 @@ class Bash(Tool[BashArgs]):
             [] if shown == args.command.strip() else [ContentItem.of(_fenced(args.command))]
         )
         outside = not args.sandbox and ctx.sandbox is not None and ctx.sandbox.confining()
-        where = " outside the sandbox" if outside else ""
+        where = _folder(args, ctx) + (" outside the sandbox" if outside else "")
+        discards = command_discards(args.command, _cwd(args, ctx))
+        where += f" ({discards})" if discards else ""
         return Preview(title=f"Run {_code_span(shown)}{where}", content=whole)
 
     async def execute(
         self, args: BashArgs, ctx: ToolContext, preview: Preview
     ) -> AsyncGenerator[ToolEvent, None]:
-        cwd = ctx.resolve(args.cwd) if args.cwd else ctx.cwd
+        cwd = _cwd(args, ctx)
         if not cwd.is_dir():
             raise ToolError(f"working directory does not exist: {cwd}")
         run = _run_in_client_terminal if ctx.client_terminal else _run_locally
@@ -146,10 +156,33 @@ class Bash(Tool[BashArgs]):
                         shown = blocked_for_user(event.output)
                         event.content = [*(event.content or []), ContentItem.of(shown)]
                     if changed := sandbox.changed(watched):  # what the sandbox did not stop
+                        # Until the user has seen them, "always" answers for commands that
+                        # run outside the sandbox are suspended (agent.permissions.policy).
+                        ctx.sandbox_changes += [p for p in changed if p not in ctx.sandbox_changes]
                         warning = changed_note(changed)
                         event.output += warning
                         event.content = [*(event.content or []), ContentItem.of(warning)]
                 yield event
+
+
+def _cwd(args: BashArgs, ctx: ToolContext) -> Path:
+    return ctx.resolve(args.cwd) if args.cwd else ctx.cwd
+
+
+def _folder(args: BashArgs, ctx: ToolContext) -> str:
+    """` in /other/dir` for a command given a `cwd` other than the session's, and where it
+    really leads when a symlink is on the way (` in /w/link (→ /home/me)`)."""
+    cwd = _cwd(args, ctx)
+    if cwd == ctx.cwd:
+        return ""
+    real = os.path.realpath(cwd)
+    return f" in {_path_text(str(cwd))}" + (f" (→ {_path_text(real)})" if real != str(cwd) else "")
+
+
+def _path_text(path: str) -> str:
+    """A path as one line a reader cannot misread: quoted when it has blanks or controls."""
+    plain = path.isprintable() and not any(c.isspace() or c in '`"' for c in path)
+    return path if plain else json.dumps(path, ensure_ascii=False)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,10 +12,16 @@ from typing import Any
 import anyio
 from pydantic import ValidationError
 
-from agent.acp.protocol import RequestPermissionParams, RequestPermissionResult, ToolCallFields
+from agent.acp.protocol import (
+    ContentItem,
+    RequestPermissionParams,
+    RequestPermissionResult,
+    ToolCallFields,
+)
 from agent.acp.wire import ConnectionClosed, RpcError
 from agent.errors import Refused, RejectedByUser
-from agent.permissions.policy import Decision, PermissionMemory, decide, options_for, real_paths
+from agent.permissions.labels import covered, options_for, unseen_note
+from agent.permissions.policy import Decision, PermissionMemory, Verdict, decide, real_paths
 from agent.tools.base import Preview, Tool, ToolContext
 
 log = logging.getLogger("heron.turn")
@@ -53,7 +59,7 @@ async def permit(
     if verdict.decision is Decision.ALLOW:
         return
     before = real_paths(tool, args, ctx)
-    if not await ask(gate, scope, call_id, tool, verdict.keys, preview, raw_args):
+    if not await ask(gate, scope, call_id, tool, verdict, preview, raw_args):
         raise RejectedByUser()
     # The question may have been open for minutes: the mode, the remembered answers or
     # where a path leads (a symlink swapped in) may have changed. Decide again, now.
@@ -69,6 +75,8 @@ async def permit(
     again = decide(gate.mode(), tool, args, ctx, gate.memory, gate.roots)
     if again.decision is Decision.REFUSE:
         raise Refused(again.reason)
+    # The user saw what sandboxed commands changed and let a program run outside: seen.
+    ctx.sandbox_changes[:] = [p for p in ctx.sandbox_changes if p not in verdict.unseen]
 
 
 async def ask(
@@ -76,11 +84,18 @@ async def ask(
     scope: anyio.CancelScope,
     call_id: str,
     tool: Tool[Any],
-    keys: list[str],
+    verdict: Verdict,
     preview: Preview,
     raw_args: dict[str, Any],
 ) -> bool:
-    """`session/request_permission`; True if the user allowed, remembering "always" answers."""
+    """`session/request_permission`; True if the user allowed, remembering "always" answers.
+
+    Besides the call's preview the question shows what sandboxed commands changed (when that
+    is why it asks) and, when the options' labels cannot say it all, what "always" covers."""
+    keys = verdict.keys
+    notes = [unseen_note(verdict.unseen)] if verdict.unseen else []
+    notes += [text] if (text := covered(keys)) else []
+    content = [*preview.content, *(ContentItem.of(note) for note in notes)]
     request = RequestPermissionParams(
         session_id=gate.ctx.session_id,
         tool_call=ToolCallFields(
@@ -88,7 +103,7 @@ async def ask(
             title=preview.title,
             kind=tool.kind,
             status="pending",
-            content=preview.content or None,
+            content=content or None,
             locations=preview.locations or None,
             raw_input=raw_args,
         ),
