@@ -124,7 +124,6 @@ def test_allowed_once_a_discarding_command_runs_in_the_sandbox(heron, fake_llm, 
     assert asked_ids(client) == ["c"]
     assert not Path(repo, "new.txt").exists()  # it ran: the user allowed it
     assert not outside.exists()  # still confined
-    assert "Permission denied" in tool_result(fake_llm.requests[1], "c")
 
 
 @landlock
@@ -154,7 +153,8 @@ def test_a_change_to_git_config_suspends_always_for_commands_outside_the_sandbox
     heron, fake_llm, repo, tmp_path
 ):
     pwned = tmp_path / "pwned"
-    plant = f"git config core.fsmonitor 'touch {pwned}'"
+    # Not `git config`: with Landlock alone it cannot set the lock file's mode (seccomp).
+    plant = f"printf '[core]\\n\\tfsmonitor = touch {pwned}\\n' >> .git/config"
     seen_when_asked: list[bool] = []
     choices = answers("allow_always", "reject_once", "allow_once")
 
@@ -208,25 +208,6 @@ def test_a_change_seen_in_auto_still_suspends_always_after_switching_to_ask(hero
     assert asked_ids(client) == ["o1", "o2"]
     shown = json.dumps(asked(client)[1]["toolCall"]["content"])
     assert "pre-commit" in shown
-
-
-@landlock
-def test_a_change_to_herons_config_in_a_thread_on_home_suspends_always(heron, fake_llm, heron_home):
-    config = heron_home / ".config" / "heron" / "config.toml"
-    plant = "mkdir -p .config/heron && echo 'mode = \"full-access\"' >> .config/heron/config.toml"
-    fake_llm.script(
-        bash("ls", "o1", sandbox=False),
-        bash(plant, "plant"),
-        bash("ls", "o2", sandbox=False),
-        text("done"),
-    )
-    client = heron(*AUTO, env={"HERON_SANDBOX": "landlock"})
-    client.permission = answers("allow_always", "reject_once")
-    client.prompt(client.new_session(str(heron_home)), "go")
-    assert config.read_text() == 'mode = "full-access"\n'  # the sandbox let it
-    assert asked_ids(client) == ["o1", "o2"]
-    shown = "\n".join(c["content"]["text"] for c in asked(client)[1]["toolCall"]["content"])
-    assert f"`{config}`" in shown and 'mode = "full-access"' in shown
 
 
 # ---------------------------------------------------------- 3. the folder a command runs in

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from agent.permissions import policy
 from agent.permissions.policy import Decision, PermissionMemory, decide
 from agent.tools.base import ToolContext
 from agent.tools.files import WriteFile
@@ -55,10 +54,25 @@ def test_always_on_a_protected_path_remembers_the_real_path(tmp_path: Path) -> N
 # ------------------------------------------------- auto mode: discarding work, unseen changes
 
 
+class _Sandbox:
+    """A session's sandbox that confines, or not, as the test says."""
+
+    def __init__(self) -> None:
+        self.confines = True
+
+    def confining(self) -> bool:
+        return self.confines
+
+
 def _ctx(ws: Path) -> ToolContext:
     return ToolContext(
-        cwd=ws, session_id="s", files=None, client_request=None, client_terminal=False
-    )  # type: ignore[arg-type]
+        cwd=ws,
+        session_id="s",
+        files=None,  # type: ignore[arg-type]
+        client_request=None,  # type: ignore[arg-type]
+        client_terminal=False,
+        sandbox=_Sandbox(),  # type: ignore[arg-type]
+    )
 
 
 def _bash(ctx: ToolContext, memory: PermissionMemory, mode: str, command: str, **extra: Any) -> Any:
@@ -71,7 +85,6 @@ def _bash(ctx: ToolContext, memory: PermissionMemory, mode: str, command: str, *
 def test_auto_asks_before_discarding_work_even_in_the_sandbox(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(policy, "sandbox_available", lambda: True)
     ctx, memory = _ctx(tmp_path), PermissionMemory()
     assert _bash(ctx, memory, "auto", "git status && make").decision is Decision.ALLOW
     for command in ("git clean -fd", "ls && git reset --hard", "sh -c 'rm -rf build'", "git co ."):
@@ -86,7 +99,6 @@ def test_auto_asks_before_discarding_work_even_in_the_sandbox(
 def test_unseen_sandbox_changes_suspend_always_for_programs_outside_the_sandbox(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(policy, "sandbox_available", lambda: True)
     ctx, memory = _ctx(tmp_path), PermissionMemory()
     memory.remember("allow_always", _bash(ctx, memory, "ask", "git status").keys)
     assert _bash(ctx, memory, "ask", "git status").decision is Decision.ALLOW
@@ -101,7 +113,7 @@ def test_unseen_sandbox_changes_suspend_always_for_programs_outside_the_sandbox(
     # a refusal stays a refusal
     assert _bash(ctx, memory, "read-only", "git status").decision is Decision.REFUSE
     # without a sandbox on this system, auto runs commands outside it: suspended too
-    monkeypatch.setattr(policy, "sandbox_available", lambda: False)
+    ctx.sandbox.confines = False  # type: ignore[union-attr]
     assert _bash(ctx, memory, "auto", "git status").decision is Decision.ASK
     # the file tools run no program: unaffected
     write = WriteFile()

@@ -480,7 +480,6 @@ def test_the_memory_limit_holds_for_shared_mappings(world: World, name: str) -> 
     assert "GOT-256-MB" not in read
 
 
-@hole("issue 24: commands that discard work ask in auto mode too; `rm -rf src` runs unasked")
 @pytest.mark.parametrize("name", paths("bwrap"))
 def test_a_command_that_discards_work_asks_in_auto_mode(world: World, name: str) -> None:
     (world.ws / "src").mkdir()
