@@ -29,6 +29,7 @@ from typing import Any
 
 from agent.acp.protocol import PermissionOption
 from agent.config import default_config_path
+from agent.errors import AlwaysRejected, ReadOnlyMode, Refused
 from agent.files.workspace import inside, under
 from agent.sandbox import available as sandbox_available
 from agent.tools.base import Safety, Tool, ToolContext
@@ -57,7 +58,7 @@ class Decision(enum.Enum):
 @dataclass
 class Verdict:
     decision: Decision
-    reason: str = ""  # for a refusal: what the model is told
+    refusal: Refused | None = None  # for a refusal: why, in the model's words and the user's
     keys: list[str] = field(default_factory=list)  # what an "always" answer remembers
 
 
@@ -89,9 +90,9 @@ def decide(
     memory: PermissionMemory,
     roots: list[Path],
 ) -> Verdict:
-    refusal = tool.refusal(args)
-    if refusal:
-        return Verdict(Decision.REFUSE, refusal)
+    problem = tool.refusal(args)
+    if problem:
+        return Verdict(Decision.REFUSE, Refused(problem))
     if mode == "full-access":
         return Verdict(Decision.ALLOW)
     keys = tool.workspace_keys(args, ctx, roots)
@@ -109,15 +110,9 @@ def decide(
         exact = [os.path.realpath(path) for path in outside]
         keys = [f"{key}{PATH_SEP}{path}" for key in keys for path in exact]
     if memory.rejects(keys):
-        return Verdict(
-            Decision.REFUSE, "The user chose to always reject this; do not try it again.", keys
-        )
+        return Verdict(Decision.REFUSE, AlwaysRejected(), keys)
     if mode == "read-only" and safety is not Safety.READ_ONLY:
-        reason = (
-            f"Refused: the session is in read-only mode, which does not allow {safety.value} "
-            "tools. Tell the user what you would do instead."
-        )
-        return Verdict(Decision.REFUSE, reason, keys)
+        return Verdict(Decision.REFUSE, ReadOnlyMode(safety.value), keys)
     if memory.allows(keys):
         return Verdict(Decision.ALLOW, keys=keys)
     if outside:
