@@ -24,7 +24,9 @@ MODE_INFO = {
     "ask": ("Ask", "Reads and searches run; every edit, command and fetch asks first."),
     "auto": (
         "Auto",
-        "Commands run in a sandbox without asking; leaving it asks. Edits in the workspace too.",
+        "Edits in the workspace, and commands in a sandbox, run without asking; the sandbox "
+        "keeps writes to the workspace, your home folder's secrets out and the network off. "
+        "Leaving it, deletes, moves and fetches ask.",
     ),
     "accept-edits": (
         "Accept edits",
