@@ -47,6 +47,20 @@ class ConfigBroken(TurnFailed):
         )
 
 
+class ModelUnnamed(TurnFailed):
+    """A server was given (OPENAI_BASE_URL) without a model, and it lists several or none."""
+
+    def __init__(self, where: str, listed: list[str]) -> None:
+        shown = ", ".join(listed[:10]) + (
+            f" and {len(listed) - 10} more" if len(listed) > 10 else ""
+        )
+        lists = f"It lists: {shown}." if listed else "It lists no model Heron could pick."
+        super().__init__(
+            f"No model is named for the server at {where}. Pick one in the Model picker, or "
+            "set HERON_MODEL (or `model` in Heron's config file, or --model). " + lists
+        )
+
+
 class ModelFailure(TurnFailed):
     """The model request failed (`__cause__` is the `agent.llm.LLMError`)."""
 

@@ -71,8 +71,8 @@ class Conversation(Protocol):
     @property
     def calls(self) -> ToolRunner: ...
 
-    def check_configured(self) -> None:
-        """Raise, as a prompt fails, when no model is set up."""
+    async def check_configured(self) -> None:
+        """Raise, as a prompt fails, when no model is set up (or none is named)."""
 
     def record_prompt(self, blocks: list[PromptBlock]) -> None:
         """What the user typed, in the transcript (session/load replays it)."""
