@@ -143,7 +143,7 @@ class EditorRefused(Refused):
         self.reason = reason
         refused = f"The editor refused to {action}: {reason}"
         super().__init__(
-            f"{refused}. Nothing was done. Tell the user, or take another way; retrying the "
-            "same call will likely be refused again.",
+            f"{refused}. Tell the user, or take another way: the same call would likely be "
+            "refused again.",
             refused,
         )

@@ -93,7 +93,7 @@ def test_an_editor_refusing_the_terminal_is_shown_in_its_words(heron, fake_llm, 
     shown = texts(last(turn["updates"], "b"))
     assert shown == "The editor refused to run the command: terminals are turned off"
     told = tool_result(fake_llm.requests[1], "b")
-    assert told.startswith(shown) and "Nothing was done" in told  # the model's next step
+    assert told.startswith(shown) and "Tell the user" in told  # the model's next step
     for said in (shown, told):
         assert "RpcError" not in said and "code -32" not in said and "Internal error" not in said
     assert "Traceback" not in client.stderr  # an answer, not a crash of the tool
