@@ -25,22 +25,32 @@ if TYPE_CHECKING:
 
 def build_parser() -> argparse.ArgumentParser:
     import argparse
+    import textwrap
 
     from agent import __version__
     from agent.config import add_flags
+    from agent.terminal import COMMANDS
 
-    parser = argparse.ArgumentParser(
-        prog="heron",
-        description="Heron, a coding agent for the Agent Client Protocol. With no arguments it "
-        "speaks ACP (JSON-RPC 2.0, one message per line) on stdin/stdout, as editors expect. "
-        "From a terminal: `heron exec TASK` runs one task and exits, `heron sessions` lists "
-        "the stored sessions, `heron setup` chooses an endpoint and a model, `heron sandbox -- "
-        "CMD` runs CMD as auto mode would (each has --help).",
-        epilog="Environment: OPENAI_API_KEY, OPENAI_BASE_URL, HERON_MODEL, HERON_MODE, "
+    commands = "\n".join(f"  {name:<10}{what}" for name, what in COMMANDS.items())
+    environment = textwrap.fill(
+        "Environment: OPENAI_API_KEY, OPENAI_BASE_URL, HERON_MODEL, HERON_MODE, "
         "HERON_MAX_TOKENS, HERON_CONFIG, HERON_LOG_LEVEL, HERON_LOG_FILE, HERON_DATA_DIR, "
         "HERON_CONTEXT_WINDOW, HERON_PASS_ENV, HERON_TOOL_CALLS, HERON_SANDBOX (off: no command "
         "sandbox; bwrap, userns, landlock: that path only). Flags beat environment beat the "
         "config file (default ~/.config/heron/config.toml).",
+        width=79,
+    )
+    parser = argparse.ArgumentParser(
+        prog="heron",
+        usage="heron [FLAGS]\n       heron COMMAND [...]",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=textwrap.fill(
+            "Heron, a coding agent for the Agent Client Protocol. With no command it speaks ACP "
+            "(JSON-RPC 2.0, one message per line) on stdin/stdout, as editors expect.",
+            width=79,
+        )
+        + f"\n\ncommands (each has --help):\n{commands}",
+        epilog=environment,
     )
     parser.add_argument("--version", action="version", version=f"heron {__version__}")
     add_flags(parser)
@@ -51,17 +61,24 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     # Terminal commands. `setup` may also come last: an editor's terminal auth appends it to
     # the command line Heron is configured with (`heron --model x setup`).
-    if argv and (argv[0] in ("exec", "sessions", "sandbox", "setup") or argv[-1] == "setup"):
-        from agent.terminal import run_command
+    if argv:
+        from agent.terminal import COMMANDS, run_command
 
-        return run_command(argv)
+        if argv[0] in COMMANDS or argv[-1] == "setup":
+            return run_command(argv)
     # Flags are parsed now, before anything is read: `--help`, `--version` and usage errors
     # end Heron here. No flags (how editors start it) leaves nothing that could fail, and
     # the flag parser is not even imported.
     flags: dict[str, Any] = {}
     config: str | None = None
     if argv:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        if argv == ["help"]:
+            parser.print_help()
+            return 0
+        args, rest = parser.parse_known_args(argv)
+        if rest:
+            parser.error(_not_understood(rest))
         flags = {k: v for k, v in vars(args).items() if k != "config"}
         config = args.config
 
@@ -78,6 +95,21 @@ def main(argv: list[str] | None = None) -> int:
             return broken_settings(str(exc))
 
     return serve_stdio(load, load)
+
+
+def _not_understood(rest: list[str]) -> str:
+    """What a usage error says of arguments no flag took: a mistyped command is named, with
+    the nearest one."""
+    import difflib
+
+    from agent.terminal import COMMANDS
+
+    word = next((arg for arg in rest if not arg.startswith("-")), None)
+    if word is None:
+        return f"unrecognized arguments: {' '.join(rest)}"
+    near = difflib.get_close_matches(word, [*COMMANDS, "help"], n=1, cutoff=0.5)
+    hint = f"; did you mean `heron {near[0]}`?" if near else ""
+    return f"unknown command {word!r}{hint} (commands: {', '.join(COMMANDS)})"
 
 
 def serve_stdio(load: Callable[[], Settings], reload: Callable[[], Settings] | None = None) -> int:

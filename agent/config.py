@@ -105,6 +105,10 @@ class Settings:
     sandbox_max_processes: int = 4096
     sandbox_max_memory_mb: int | None = None
     sandbox_max_file_mb: int = 16384
+    # "named": the model is the configured one (or OpenAI's default); "unnamed": a server was
+    # given without a model, so `model` is "" until agent.options.unnamed takes the server's
+    # only model ("server") or the prompt says one must be named. Never read from the file.
+    model_source: str = "named"
     config_file: str | None = None  # the file the settings were read from, if any
     # More endpoints for the model picker: `[providers.NAME]` tables (parse_providers).
     providers: dict[str, Provider] = field(default_factory=dict)
@@ -135,7 +139,17 @@ def load_settings(flags: dict[str, Any], config_path: str | None) -> Settings:
         if os.environ.get(var):
             values[name] = os.environ[var]
     values.update({k: v for k, v in flags.items() if v is not None})
-    return _build(values)
+    settings = _build(values)
+    if settings.base_url and "model" not in values and not _is_openai(settings.base_url):
+        # OpenAI's default model means nothing to another server (a local one above all).
+        settings.model, settings.model_source = "", "unnamed"
+    return settings
+
+
+def _is_openai(base_url: str) -> bool:
+    from urllib.parse import urlsplit
+
+    return urlsplit(base_url).hostname == "api.openai.com"
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -146,7 +160,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
             data = tomllib.load(f)
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"cannot read config file {path}: {exc}") from exc
-    known = {f.name for f in fields(Settings)} - {"config_file", "problem"}
+    known = {f.name for f in fields(Settings)} - {"config_file", "problem", "model_source"}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ConfigError(

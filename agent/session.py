@@ -197,6 +197,26 @@ class Session:
             ]
         return self._tool_specs
 
+    async def system_prompt(self) -> str:
+        """The system prompt its next model request carries (the rules file read now)."""
+        from agent.context.prompt import system_prompt
+
+        return await system_prompt(
+            self.cwd,
+            confine=self.mode != "full-access",
+            additional_directories=self.additional_directories,
+            today=self.started_on,
+        )
+
+    async def next_request_tokens(self) -> int:
+        """About how many tokens its next model request carries: the system prompt, the tools'
+        definitions and the conversation. The context meter where no response counted them:
+        after /compact, a load or a resume."""
+        from agent.context.usage import tokens_used
+
+        system = {"role": "system", "content": await self.system_prompt()}
+        return tokens_used(None, [system, *self.history], "", self.tool_specs())
+
     def start_mcp(self, entries: list[dict[str, Any]]) -> None:
         """Start the client's MCP servers in the background (session/new, load, resume)."""
         from agent.mcp.config import parse_servers

@@ -114,7 +114,7 @@ def test_a_broken_config_still_answers_initialize_and_the_prompt_explains(
     assert complaint in failure.value.message
     assert "Heron cannot use its settings" in failure.value.message
     # Fixed in the file: the next prompt works, without a restart.
-    config.write_text(f'base_url = "{fake_llm.base_url}"\n')
+    config.write_text(f'base_url = "{fake_llm.base_url}"\nmodel = "fake-model"\n')
     fake_llm.script(text("fixed"))
     assert client.prompt(session_id, "again")["stopReason"] == "end_turn"
 

@@ -18,6 +18,8 @@ import pytest
 from acp_client import RpcError
 from fake_openai import Call, text, tool_calls
 
+from agent.sandbox import available as sandbox_available
+
 BUILTINS = ["help", "compact", "init", "undo", "model", "mode"]
 
 
@@ -268,8 +270,14 @@ def test_mode_lists_and_switches_the_permission_mode(heron, fake_llm, workspace)
         assert f"- `{mode}` — " in shown
     bad = said(client.prompt(session_id, "/mode everything"))
     assert bad.startswith("Unknown value 'everything' for mode") and "full-access" in bad
+    # One line: the mode, what it lets run and what it stops.
+    auto = said(client.prompt(session_id, "/mode auto"))
+    assert auto.startswith("The permission mode is now `auto`: ") and "\n" not in auto
+    assert "sandbox" in auto and "ask" in auto
+    if not sandbox_available():
+        assert "commands ask" in auto
     assert said(client.prompt(session_id, "/mode full-access")) == (
-        "The permission mode is now `full-access`."
+        "The permission mode is now `full-access`: Everything runs without asking."
     )
     client.prompt(session_id, "Write new.txt")
     assert not [r for r in client.agent_requests if r.method == "session/request_permission"]

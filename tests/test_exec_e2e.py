@@ -24,6 +24,8 @@ from acp_schema import validate_client_payload
 from conftest import _heron_executable, heron_env
 from fake_openai import Call, error, text, tool_calls
 
+from agent.sandbox import available as sandbox_available
+
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 # Updates about the session rather than the turn (token usage, title) may come last.
@@ -182,11 +184,31 @@ def test_without_a_terminal_a_question_is_refused_and_the_trace_names_the_flag(
     assert not Path(workspace, "ran").exists()
     assert not Path(workspace, "new.txt").exists()
     assert "refused Run `touch ran`" in done.stderr
-    assert "--yes" in done.stderr.split("refused Run")[1].splitlines()[0]
+    hint = done.stderr.split("refused Run")[1].splitlines()[0]
+    assert "--yes" in hint
+    if sandbox_available():  # the sandboxed mode is offered before full access
+        assert "--mode auto (sandboxed) or --yes (full access)" in hint
     assert "--mode accept-edits" in done.stderr.split("refused Create")[1].splitlines()[0]
     # The model was told the call was rejected.
     tool_messages = [m for m in fake_llm.requests[1].body["messages"] if m["role"] == "tool"]
     assert "Rejected" in tool_messages[0]["content"]
+
+
+def test_a_failing_command_is_traced_as_failed_with_its_exit_code_and_last_lines(
+    run_exec, fake_llm, workspace
+):
+    command = "for i in $(seq 1 30); do echo line$i; done; exit 2"
+    fake_llm.script(tool_calls(Call("bash", {"command": command}, id="b")), text("It failed."))
+    done = run_exec("--yes", "run it")
+    assert done.returncode == 0, done.stderr  # the turn ended well; the command did not
+    lines = done.stderr.splitlines()
+    [failed] = [i for i, line in enumerate(lines) if line.startswith("✗ Run")]
+    assert lines[failed].endswith(": Exit code 2")
+    assert lines[failed + 1 : failed + 6] == [f"  │ line{i}" for i in range(26, 31)]
+    assert "✓ Run" not in done.stderr
+    # The model read all of it.
+    told = next(m for m in fake_llm.requests[1].body["messages"] if m["role"] == "tool")
+    assert told["content"].startswith("Exit code 2\nline1\n") and "line30" in told["content"]
 
 
 def test_yes_runs_everything_unasked(run_exec, fake_llm, workspace):

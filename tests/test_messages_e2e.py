@@ -59,6 +59,9 @@ def test_an_editor_refusing_a_write_keeps_its_reason(heron, fake_llm, workspace,
     for said in (shown, told):
         assert reason in said
         assert "RpcError" not in said and "(code -32" not in said
+    # The user reads the refusal; what to do next is for the model (issue 25).
+    assert shown == f"The editor refused to write {Path(workspace, 'new.txt')}: {reason}"
+    assert told.startswith(shown) and "Tell the user" in told
     assert not Path(workspace, "new.txt").exists()
 
 

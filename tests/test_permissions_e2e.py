@@ -157,7 +157,8 @@ def test_reject_once_fails_the_call_and_the_turn_goes_on(heron, fake_llm, worksp
     assert asked_ids(client) == ["e1", "e2"]  # rejecting once is not remembered
     for call_id in ("e1", "e2"):
         assert statuses(turn["updates"], call_id) == ["pending", "failed"]
-        assert "Rejected by the user" in texts(last(turn["updates"], call_id))
+        # The user reads their own words; the model's instructions stay the model's.
+        assert texts(last(turn["updates"], call_id)) == "You rejected this edit; it was not run."
     assert tool_result(fake_llm.requests[1], "e1") == REJECTED
     assert tool_result(fake_llm.requests[2], "e2") == REJECTED
     assert path.read_text() == "keep me\n"
@@ -265,8 +266,10 @@ def test_read_only_refuses_changes_without_asking_but_reads(heron, fake_llm, wor
     for call_id in ("e", "b", "f", "d"):
         assert statuses(turn["updates"], call_id) == ["pending", "failed"]
         reason = tool_result(fake_llm.requests[1], call_id)
-        assert "read-only mode" in reason
-        assert texts(last(turn["updates"], call_id)) == reason
+        assert "read-only mode" in reason and "Tell the user" in reason  # for the model
+        shown = texts(last(turn["updates"], call_id))
+        assert shown.startswith("Not run: the session is in read-only mode")
+        assert "Tell the user" not in shown
     assert statuses(turn["updates"], "r") == ["pending", "in_progress", "completed"]
     assert tool_result(fake_llm.requests[1], "r") == "     1\ttext"
     assert path.read_text() == "text\n"

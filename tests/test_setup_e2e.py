@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import socket
 import stat
+import time
 import tomllib
 from pathlib import Path
 
@@ -126,7 +128,11 @@ def test_a_local_server_is_not_asked_for_a_key(terminal, config_file):  # noqa: 
     term.type("\r")
     term.expect("Port [11434]: ")
     term.type("\r")
-    term.expect("Model")  # the list, or the name when the server is not running
+    # The list when a server runs there, else the URL is asked again: no key either way.
+    deadline = time.monotonic() + 20
+    while "Model" not in term.screen and "try again" not in term.screen:
+        assert time.monotonic() < deadline, term.screen
+        term._read(0.1)
     assert "API key" not in term.screen
     term.interrupt()
     assert term.wait() == 130
@@ -254,3 +260,86 @@ def test_only_chat_models_are_offered_and_then_what_to_do_next(
     after = term.screen[term.screen.index("Saved to") :]
     assert '"agent_servers"' in after and '"command":' in after
     assert 'heron exec "' in after
+
+
+def _host_port(fake_llm) -> tuple[str, str]:
+    host, port = fake_llm.base_url.removeprefix("http://").split("/", 1)[0].rsplit(":", 1)
+    return host, port
+
+
+def test_running_setup_again_proposes_the_saved_kind_host_and_port(
+    terminal,  # noqa: F811
+    fake_llm,
+    config_file,
+):
+    """Saved: Ollama's port on another host. Not a preset's URL, yet the kind, the host and
+    the port are what a re-run proposes (not "enter a URL", nor localhost:11434)."""
+    host, port = _host_port(fake_llm)
+    config_file.parent.mkdir(parents=True)
+    config_file.write_text(f'base_url = "http://{host}:11434/v1"\nmodel = "fake-model"\n')
+    fake_llm.script(text("OK"))
+    term = terminal("setup", env=NO_MODEL)
+    term.expect("Endpoint [2]: ")  # Ollama
+    term.type("\r")
+    term.expect(f"Host [{host}]: ")
+    term.type("\r")
+    term.expect("Port [11434]: ")
+    term.type(port + "\r")  # where the fake server listens
+    term.expect("Model (number or name) [1]: ")  # the saved model, listed first
+    term.type("\r")
+    assert term.wait() == 0, term.screen
+    assert "API key" not in term.screen
+    assert tomllib.loads(config_file.read_text()) == {
+        "base_url": fake_llm.base_url,
+        "model": "fake-model",
+    }
+
+
+def _closed_port() -> int:
+    """A port on 127.0.0.1 where nothing listens (bound, never listened on, then freed)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_an_unreachable_url_is_asked_again_before_the_model(
+    terminal,  # noqa: F811
+    fake_llm,
+    config_file,
+):
+    nowhere = f"http://127.0.0.1:{_closed_port()}/v1"
+    fake_llm.script(text("OK"))
+    term = terminal("setup", env=NO_MODEL)
+    term.expect("Endpoint: ")
+    term.type(OTHER_URL + "\r")
+    term.expect("Base URL")
+    term.type(nowhere + "\r")
+    term.expect("input hidden): ")
+    term.type("\r")
+    term.expect(f"Base URL (Enter: try again; -: keep it untried) [{nowhere}]: ")
+    assert "Cannot reach" in term.screen and "Model" not in term.screen
+    term.type(fake_llm.base_url + "\r")
+    term.expect("Model (number or name)")
+    assert "1. fake-model" in term.screen
+    term.type("1\r")
+    assert term.wait() == 0, term.screen
+    assert tomllib.loads(config_file.read_text())["base_url"] == fake_llm.base_url
+
+
+def test_an_unreachable_url_can_be_kept_untried(terminal, config_file):  # noqa: F811
+    nowhere = f"http://127.0.0.1:{_closed_port()}/v1"
+    term = terminal("setup", env=NO_MODEL)
+    term.expect("Endpoint: ")
+    term.type(OTHER_URL + "\r")
+    term.expect("Base URL")
+    term.type(nowhere + "\r")
+    term.expect("input hidden): ")
+    term.type("\r")
+    term.expect("try again; -: keep it untried")
+    term.type("-\r")
+    term.expect("Model name: ")
+    term.type("my-model\r")
+    term.expect("Save anyway? [y/N]")
+    term.type("y\r")
+    assert term.wait() == 0, term.screen
+    assert tomllib.loads(config_file.read_text()) == {"base_url": nowhere, "model": "my-model"}

@@ -661,7 +661,10 @@ def test_bash_runs_in_the_client_terminal(heron, fake_llm, workspace):
         + 1 :
     ]
     assert running[0] == {"sessionUpdate": "tool_call_update", "toolCallId": "b", "content": embed}
-    assert mine[-1]["status"] == "completed" and mine[-1]["content"] == embed
+    # Exit code 3 fails the call: the terminal stays, with the status and the last lines for
+    # clients that do not render terminals.
+    assert mine[-1]["status"] == "failed" and mine[-1]["content"][:1] == embed
+    assert texts({"content": mine[-1]["content"][1:]}) == "Exit code 3\n```\nout\nerr\n```"
     assert mine[-1]["rawOutput"]["exitCode"] == 3
     # Clients that show only the terminal's id (acpx) print the output from here (issue 10):
     # the text the model read, after its status line.
@@ -705,8 +708,8 @@ def test_bash_locally_streams_its_output(heron, fake_llm, workspace):
     ]
     assert "```\nfirst\n```" in progress  # shown before the command ended
     final = mine[-1]
-    assert final["status"] == "completed"
-    assert texts(final) == "```\nfirst\nsecond\n```\n\nExit code 4"
+    assert final["status"] == "failed"  # exit code 4: what Zed, acpx and Toad show as an error
+    assert texts(final) == "Exit code 4\n```\nfirst\nsecond\n```"
     assert final["rawOutput"] == {"exitCode": 4, "output": "first\nsecond\n"}
     assert tool_result(fake_llm.requests[1], "b") == "Exit code 4\nfirst\nsecond\n"
     assert client_methods(client) == []

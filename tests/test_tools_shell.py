@@ -88,11 +88,15 @@ async def test_streams_progress_and_returns_exit_code(tmp_path: Path) -> None:
         make_ctx(tmp_path), command="echo one; sleep 0.4; echo two >&2; exit 3"
     )
     assert any("one" in text_of(p) and "two" not in text_of(p) for p in progress)
-    assert result.ok  # it ran; the model reads the exit code
+    assert not result.ok  # a non-zero exit fails the call; the model reads the whole result
     assert result.output.startswith("Exit code 3\n")
     assert "one" in result.output and "two" in result.output  # stderr is merged
     assert result.raw_output == {"exitCode": 3, "output": result.output.split("\n", 1)[1]}
-    assert result.content and "```" in result.content[0].content.text  # type: ignore[union-attr]
+    # The user's view leads with the status; the output follows.
+    assert [c.content.text for c in result.content or []] == [  # type: ignore[union-attr]
+        "Exit code 3",
+        "```\none\ntwo\n```",
+    ]
 
 
 @pytest.mark.anyio
@@ -109,7 +113,7 @@ async def test_cwd_env_and_stdin(tmp_path: Path) -> None:
 @pytest.mark.anyio
 async def test_killed_by_signal(tmp_path: Path) -> None:
     _, result = await run(make_ctx(tmp_path), command="kill -TERM $$")
-    assert result.ok
+    assert not result.ok
     assert result.output.startswith("Killed by SIGTERM")
     assert result.raw_output == {"exitCode": None, "signal": "SIGTERM", "output": "(no output)"}
 

@@ -210,13 +210,14 @@ async def _answer_restored(session: Session) -> dict[str, Any]:
 
 
 async def _context_meter(session: Session) -> dict[str, Any]:
-    """`usage_update` for a restored session: the history's estimated size in the window.
+    """`usage_update` for a restored session: what its next request will carry (the system
+    prompt and the tools' definitions with the history, as after /compact) in the window.
 
     The window comes from the server's model list when it answers within METER_WAIT (the
     first time in a process the model client is still being imported, and a local server
     may be down): else from the table, and the next prompt's update has the server's."""
     # Here, not at the top: the store's methods are imported before `session/new`.
-    from agent.context.usage import context_size, estimate_tokens, known_window
+    from agent.context.usage import context_size, known_window
 
     settings = session.settings
     asked: list[int] = []
@@ -227,10 +228,11 @@ async def _context_meter(session: Session) -> dict[str, Any]:
         answered.set()
 
     session.connection.start_soon(ask)
+    used = await session.next_request_tokens()  # while the server is asked
     with anyio.move_on_after(METER_WAIT):
         await answered.wait()
     size = asked[0] if asked else settings.context_window or known_window(settings.model)
-    return {"sessionUpdate": "usage_update", "used": estimate_tokens(session.history), "size": size}
+    return {"sessionUpdate": "usage_update", "used": used, "size": size}
 
 
 def _readable(stored: StoredSession | None, session_id: str, failure: str | None) -> StoredSession:

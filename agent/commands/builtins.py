@@ -18,9 +18,10 @@ from agent.commands.catalog import commands_of, user_folder
 from agent.commands.parse import Invocation, text_block
 from agent.commands.undo import run_undo
 from agent.context.compaction import compact as compact_history
-from agent.context.prompt import system_prompt
 from agent.context.usage import context_size
 from agent.llm import LLMError
+from agent.options.catalog import MODE_INFO
+from agent.sandbox import available as sandbox_available
 
 if TYPE_CHECKING:
     from agent.commands.conversation import Conversation
@@ -105,10 +106,7 @@ async def compact(turn: Conversation, call: Invocation) -> StopReason:
     turn.updates.say(f"Compacted the conversation: {summarized} messages are now a summary{focus}.")
     turn.updates.checkpoint()
     # What the next request sends: the system prompt and the tools as well as the summary.
-    prompt = await system_prompt(session.cwd, confine=session.mode != "full-access")
-    await turn.updates.report_usage(
-        None, [{"role": "system", "content": prompt}, *session.history], ""
-    )
+    await turn.updates.report_tokens(await session.next_request_tokens())
     return "end_turn"
 
 
@@ -145,8 +143,20 @@ async def _choose(turn: Conversation, call: Invocation, option_id: str, label: s
     except ValueError as exc:
         turn.updates.say(str(exc))
         return "end_turn"
-    turn.updates.say(f"The {label} is now `{pickers.current(session, option_id)}`.")
+    now = pickers.current(session, option_id)
+    if option_id == "mode":  # what the user just allowed, and what stays blocked
+        turn.updates.say(f"The {label} is now `{now}`: {mode_summary(now)}")
+    else:
+        turn.updates.say(f"The {label} is now `{now}`.")
     return "end_turn"
+
+
+def mode_summary(mode: str) -> str:
+    """What `mode` lets run and what it stops, in one line (the picker's description)."""
+    summary = MODE_INFO[mode][1]
+    if mode == "auto" and not sandbox_available():
+        summary += " No sandbox can be made here, so commands ask, as in ask mode."
+    return summary
 
 
 BUILTIN_HANDLERS: dict[str, Handler] = {

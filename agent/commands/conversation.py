@@ -29,6 +29,9 @@ class ConversationState(CommandHost, OptionHolder, Protocol):
 
     async def store_ready(self) -> None: ...
 
+    async def next_request_tokens(self) -> int:
+        """About what the next model request carries (`Session.next_request_tokens`)."""
+
 
 class Said(Protocol):
     """Where a handler's own words go: to the editor and into the transcript."""
@@ -41,6 +44,9 @@ class Said(Protocol):
     async def report_usage(
         self, usage: dict[str, Any] | None, messages: list[dict[str, Any]], reply: str
     ) -> None: ...
+
+    async def report_tokens(self, used: int) -> None:
+        """The context meter at `used` tokens."""
 
 
 class ToolRunner(Protocol):
@@ -65,8 +71,8 @@ class Conversation(Protocol):
     @property
     def calls(self) -> ToolRunner: ...
 
-    def check_configured(self) -> None:
-        """Raise, as a prompt fails, when no model is set up."""
+    async def check_configured(self) -> None:
+        """Raise, as a prompt fails, when no model is set up (or none is named)."""
 
     def record_prompt(self, blocks: list[PromptBlock]) -> None:
         """What the user typed, in the transcript (session/load replays it)."""

@@ -32,7 +32,7 @@ async def run_command(turn: Conversation, call: Invocation) -> StopReason:
     session = turn.session
     log.info("session %s: /%s (%s)", session.id, call.command.name, call.command.source)
     if call.command.needs_model:
-        turn.check_configured()
+        await turn.check_configured()
     turn.record_prompt(call.blocks)  # what the user typed, so session/load replays it
     await session.store_ready()
     turn.updates.checkpoint()

@@ -34,8 +34,8 @@ async def run_undo(turn: Conversation) -> None:
     refused: Refused | None = None
     try:
         answer = await turn.calls.run_tool(call_id, tool, args, args.model_dump())
-    except Refused as exc:
-        answer, refused = str(exc), exc
+    except Refused as exc:  # the user's words: what they read below is for them
+        answer, refused = exc.for_user, exc
     finally:
         if tool.started:  # even when cancelled halfway: what was reverted stays reverted
             session.undo.mark_undone(record)

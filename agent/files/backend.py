@@ -21,8 +21,9 @@ from typing import Any
 import anyio
 
 from agent.acp.wire import RpcError
+from agent.errors import EditorRefused
 from agent.files import disk
-from agent.files.disk import Lines, NotText, WriteFailed
+from agent.files.disk import Lines, NotText
 from agent.files.seen import lines_of
 
 RESOURCE_NOT_FOUND = -32002
@@ -136,13 +137,13 @@ class Files:
 
     async def write_text(self, path: Path, text: str) -> os.stat_result | None:
         """Replace the file's text; the new disk stat when written locally. WriteFailed (the
-        file untouched) when the disk refuses."""
+        file untouched) when the disk refuses, EditorRefused when the editor does."""
         if self.via_editor:
             params = {"sessionId": self._session_id, "path": str(path), "content": text}
             try:
                 await self._request("fs/write_text_file", params)
             except RpcError as exc:
-                raise WriteFailed(f"The editor did not write {path}: {exc.reason}") from exc
+                raise EditorRefused(f"write {path}", exc.reason) from None
             return None
         return await anyio.to_thread.run_sync(disk.write_text, path, text)
 

@@ -22,6 +22,7 @@ from agent.options.catalog import (
     modes_state,
     thought_values,
 )
+from agent.options.unnamed import take_only_model
 
 if TYPE_CHECKING:
     from agent.options.holder import OptionHolder
@@ -110,6 +111,7 @@ def _watch(session: OptionHolder) -> None:
 
 def _lists_changed() -> None:
     for session in list(_watching):
+        take_only_model(session.shared_settings)  # a server given without a model (unnamed)
         publish(session)
 
 

@@ -24,8 +24,9 @@ MODE_INFO = {
     "ask": ("Ask", "Reads and searches run; every edit, command and fetch asks first."),
     "auto": (
         "Auto",
-        "Commands run in a sandbox without asking; leaving it or discarding work asks. Edits in "
-        "the workspace too.",
+        "Edits in the workspace, and commands in a sandbox, run without asking; the sandbox "
+        "keeps writes to the workspace, your home folder's secrets out and the network off. "
+        "Leaving it, commands that discard work, deletes, moves and fetches ask.",
     ),
     "accept-edits": (
         "Accept edits",
@@ -104,10 +105,10 @@ def model_values(session: OptionHolder) -> tuple[list[tuple[str, str, dict[str, 
 def model_option(session: OptionHolder) -> dict[str, Any]:
     groups, current = model_values(session)
     if len(groups) == 1:
-        options: list[dict[str, Any]] = [_value(v, p.model) for v, p in groups[0][2].items()]
+        options: list[dict[str, Any]] = [_name(v, p) for v, p in groups[0][2].items()]
     else:
         options = [
-            {"group": gid, "name": name, "options": [_value(v, p.model) for v, p in picks.items()]}
+            {"group": gid, "name": name, "options": [_name(v, p) for v, p in picks.items()]}
             for gid, name, picks in groups
         ]
     return {
@@ -183,6 +184,11 @@ def _value(value: str, name: str, description: str | None = None) -> dict[str, A
     if description:
         item["description"] = description
     return item
+
+
+def _name(value: str, pick: ModelPick) -> dict[str, Any]:
+    # "": a server given without a model (agent.options.unnamed), until one is picked
+    return _value(value, pick.model or "No model named: pick one")
 
 
 def _ordered(first: list[str], found: list[str]) -> list[str]:

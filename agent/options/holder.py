@@ -19,6 +19,7 @@ class SavesPicks(Protocol):
 class OptionHolder(Protocol):
     mode: str  # the mode in force
     saved_mode: str  # the mode the store keeps (`Session.saved_mode`)
+    told: set[str]  # what the session was told once (agent.options.unnamed)
 
     @property
     def id(self) -> str: ...

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.config import default_config_path
+from agent.errors import AlwaysRejected, ReadOnlyMode, Refused
 from agent.files.workspace import inside, under
 from agent.permissions.labels import PATH_SEP
 from agent.tools.base import Safety, Tool, ToolContext
@@ -58,7 +59,7 @@ class Decision(enum.Enum):
 @dataclass
 class Verdict:
     decision: Decision
-    reason: str = ""  # for a refusal: what the model is told
+    refusal: Refused | None = None  # for a refusal: why, in the model's words and the user's
     keys: list[str] = field(default_factory=list)  # what an "always" answer remembers
     # Changes sandboxed commands made to git's or Heron's settings, shown in the question:
     # why a remembered answer did not count.
@@ -93,9 +94,9 @@ def decide(
     memory: PermissionMemory,
     roots: list[Path],
 ) -> Verdict:
-    refusal = tool.refusal(args)
-    if refusal:
-        return Verdict(Decision.REFUSE, refusal)
+    problem = tool.refusal(args)
+    if problem:
+        return Verdict(Decision.REFUSE, Refused(problem))
     if mode == "full-access":
         return Verdict(Decision.ALLOW)
     keys = tool.workspace_keys(args, ctx, roots)
@@ -113,15 +114,9 @@ def decide(
         exact = [os.path.realpath(path) for path in outside]
         keys = [f"{key}{PATH_SEP}{path}" for key in keys for path in exact]
     if memory.rejects(keys):
-        return Verdict(
-            Decision.REFUSE, "The user chose to always reject this; do not try it again.", keys
-        )
+        return Verdict(Decision.REFUSE, AlwaysRejected(), keys)
     if mode == "read-only" and safety is not Safety.READ_ONLY:
-        reason = (
-            f"Refused: the session is in read-only mode, which does not allow {safety.value} "
-            "tools. Tell the user what you would do instead."
-        )
-        return Verdict(Decision.REFUSE, reason, keys)
+        return Verdict(Decision.REFUSE, ReadOnlyMode(safety.value), keys)
     # The same per-session answer the run gets (agent.sandbox.rules.Sandbox.layers).
     confined = mode == "auto" and tool.sandboxed(args) and ctx.sandbox and ctx.sandbox.confining()
     if ctx.sandbox_changes and tool.runs_programs(args) and not confined:

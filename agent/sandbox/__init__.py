@@ -18,7 +18,15 @@ if TYPE_CHECKING:
     from agent.sandbox.rules import Sandbox, blocked_for_user, blocked_hint
     from agent.sandbox.watch import changed_note
 
-__all__ = ["Sandbox", "blocked_for_user", "blocked_hint", "changed_note"]
+__all__ = ["Sandbox", "available", "blocked_for_user", "blocked_hint", "changed_note"]
+
+
+def available() -> bool:
+    """Whether auto mode's sandbox confines commands on this machine (probed once a process,
+    on first use: agent.sandbox.support)."""
+    from agent.sandbox import support
+
+    return support.detect().path is not None
 
 
 def __getattr__(name: str) -> Any:
@@ -28,7 +36,7 @@ def __getattr__(name: str) -> Any:
         from agent.sandbox import watch
 
         return watch.changed_note
-    if name in __all__:
+    if name in ("Sandbox", "blocked_for_user", "blocked_hint"):
         from agent.sandbox import rules
 
         return getattr(rules, name)

@@ -6,6 +6,14 @@ Imported only when one of these commands is given, never on the editor's ACP pat
 
 from __future__ import annotations
 
+# The commands `heron --help` lists, and what each does.
+COMMANDS = {
+    "exec": "run one task from a terminal or a script, then exit: heron exec TASK",
+    "sessions": "list the stored sessions, newest first",
+    "setup": "choose the endpoint, API key and model; test them and save them",
+    "sandbox": "run a command as auto mode would, to see what it may do: heron sandbox -- CMD",
+}
+
 
 def run_command(argv: list[str]) -> int:
     if argv[0] == "exec":

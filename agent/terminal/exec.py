@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.config import ConfigError, add_flags, config_path, load_settings
+from agent.sandbox import available as sandbox_available
 from agent.terminal.prompts import Terminal
 from agent.terminal.sessions import StoreUnreadable, cwd_forms, find_session, latest_session
 from agent.terminal.trace import Trace
@@ -505,8 +506,14 @@ class Exec:
         return {"outcome": "selected", "optionId": option["optionId"]}
 
     def allowing_flag(self, call: dict[str, Any]) -> str:
+        """The narrowest flag that would run `call` unasked: the sandboxed mode before full
+        access, for a command that may run in the sandbox."""
         paths = [loc.get("path") for loc in call.get("locations") or [] if isinstance(loc, dict)]
         inside = all(isinstance(p, str) and Path(p).is_relative_to(self.cwd) for p in paths)
         if call.get("kind") in ("edit", "delete", "move") and inside:
             return "--mode accept-edits (or --yes)"
+        raw = call.get("rawInput")
+        sandboxable = not isinstance(raw, dict) or raw.get("sandbox") is not False
+        if call.get("kind") == "execute" and inside and sandboxable and sandbox_available():
+            return "--mode auto (sandboxed) or --yes (full access)"
         return "--yes (full access)"

@@ -50,9 +50,10 @@ TIMEOUT = 20  # seconds for each HTTP request
 
 
 class SetupError(Exception):
-    def __init__(self, message: str, status: int | None = None) -> None:
+    def __init__(self, message: str, status: int | None = None, unreachable: bool = False) -> None:
         super().__init__(message)
         self.status = status  # the HTTP status, when the server answered one
+        self.unreachable = unreachable  # no answer at all: nothing listens there, or no route
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -116,14 +117,13 @@ class Setup:
 
     def choose_endpoint(self) -> tuple[str, bool | None]:
         current = self.current.get("base_url")
+        current = current if isinstance(current, str) else None
         print("Which endpoint serves the model?")
         for number, endpoint in enumerate(ENDPOINTS, 1):
             shown = f"  ({endpoint.url})" if endpoint.url else ""
             print(f"  {number}. {endpoint.name}{shown}")
-        default = None
-        if current:
-            preset = (i for i, e in enumerate(ENDPOINTS, 1) if e.url == current)
-            default = next(preset, len(ENDPOINTS))
+        saved = saved_endpoint(current) if current else None
+        default = ENDPOINTS.index(saved) + 1 if saved else None
         while True:
             answer = ask("Endpoint", str(default) if default else None)
             if answer.isdigit() and 1 <= int(answer) <= len(ENDPOINTS):
@@ -131,21 +131,20 @@ class Setup:
                 break
             print(f"  Please enter a number from 1 to {len(ENDPOINTS)}.")
         if endpoint.local:
-            return self.ask_host_and_port(endpoint.url), endpoint.needs_key  # type: ignore[arg-type]
+            # The saved server's host and port when it is of this kind, else the usual ones.
+            url = current if endpoint is saved else endpoint.url
+            return self.ask_host_and_port(url), endpoint.needs_key  # type: ignore[arg-type]
         if endpoint.url:
             return endpoint.url, endpoint.needs_key
-        while True:
-            url = ask("Base URL (e.g. http://localhost:8080/v1)", current).rstrip("/")
-            try:
-                check_base_url(url)
-                return url, None
-            except ConfigError as exc:
-                print(f"  {exc}")
+        return ask_url("Base URL (e.g. http://localhost:8080/v1)", current), None
 
     def ask_host_and_port(self, default_url: str) -> str:
         """The usual localhost URL, or the same server on another machine or port."""
         parts = urllib.parse.urlsplit(default_url)
-        host = ask("Host (Enter: this machine)", parts.hostname)
+        host = ask(
+            "Host (Enter: this machine)" if parts.hostname == "localhost" else "Host",
+            parts.hostname,
+        )
         while True:
             port = ask("Port", str(parts.port))
             if port.isdigit() and 0 < int(port) < 65536:
@@ -166,12 +165,21 @@ class Setup:
             print("  This endpoint needs an API key.")
 
     def find_models(self, base_url: str, api_key: str | None) -> tuple[str, list[str]]:
-        """The endpoint's chat models, and the URL that answered: a URL without `/v1` (the
+        """The endpoint's chat models, and the URL that answered: a URL where nothing answers
+        is asked again at once (a typo, a server not started yet); one without `/v1` (the
         most common mistake) is tried again with it."""
-        try:
-            return base_url, list_models(base_url, api_key)
-        except SetupError as exc:
-            failure = exc
+        while True:
+            try:
+                return base_url, list_models(base_url, api_key)
+            except SetupError as exc:
+                failure = exc
+            if not failure.unreachable:
+                break
+            print(f"{str(failure)[:1].upper()}{str(failure)[1:]}. Is the server running there?")
+            again = ask_url("Base URL (Enter: try again; -: keep it untried)", base_url, "-")
+            if again == "-":
+                return base_url, []
+            base_url = again
         retry = f"{base_url}/v1"
         if not base_url.endswith("/v1") and failure.status in (404, 405):
             print(
@@ -236,6 +244,39 @@ def print_next_steps() -> None:
     )
 
 
+def saved_endpoint(url: str) -> Endpoint:
+    """The kind of endpoint a saved URL is: a preset's URL; a local server's port and path
+    (the same server on another machine: Ollama on gpu-box:11434); a hosted API's host; else
+    one's own URL."""
+    if preset := next((e for e in ENDPOINTS if e.url == url), None):
+        return preset
+    parts = urllib.parse.urlsplit(url)
+    for endpoint in ENDPOINTS:
+        if endpoint.url is None:
+            continue
+        usual = urllib.parse.urlsplit(endpoint.url)
+        if endpoint.local:
+            same = (usual.scheme, usual.port, usual.path) == (parts.scheme, parts.port, parts.path)
+        else:
+            same = usual.hostname == parts.hostname
+        if same:
+            return endpoint
+    return ENDPOINTS[-1]
+
+
+def ask_url(question: str, default: str | None, keep: str | None = None) -> str:
+    """A base URL, asked until it is one (`keep`: an answer taken as it is)."""
+    while True:
+        url = ask(question, default).rstrip("/")
+        if url == keep:
+            return url
+        try:
+            check_base_url(url)
+            return url
+        except ConfigError as exc:
+            print(f"  {exc}")
+
+
 def ask(question: str, default: str | None = None) -> str:
     suffix = f" [{default}]" if default else ""
     while True:
@@ -263,7 +304,7 @@ def _open(request: urllib.request.Request) -> Any:
         raise SetupError(f"HTTP {exc.code}: {_error_message(exc)}", exc.code) from exc
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
-        raise SetupError(f"cannot reach {request.full_url}: {reason}") from exc
+        raise SetupError(f"cannot reach {request.full_url}: {reason}", unreachable=True) from exc
 
 
 def _error_message(exc: urllib.error.HTTPError) -> str:

@@ -147,7 +147,7 @@ class Trace:
     def _tool(self, update: dict[str, Any]) -> None:
         call_id = str(update.get("toolCallId"))
         call = self.calls.setdefault(call_id, {"title": "tool", "status": "pending"})
-        for key in ("title", "kind", "content", "rawInput", "locations"):
+        for key in ("title", "kind", "content", "rawInput", "rawOutput", "locations"):
             if update.get(key) is not None:
                 call[key] = update[key]
         status = update.get("status")
@@ -162,6 +162,8 @@ class Trace:
         elif status == "failed" and call_id not in self.quiet:
             reason = visible(first_line(content_text(update.get("content"))), newlines=False)
             self.line(self.paint("✗ ", RED) + title + (self.paint(f": {reason}", RED)))
+            for last in output_tail(call.get("rawOutput")):  # a failed command's last lines
+                self.line(self.paint("  │ ", DIM) + visible(last, newlines=False))
 
     def _diff_summary(self, call: dict[str, Any]) -> str:
         added = removed = 0
@@ -200,6 +202,16 @@ def content_text(content: Any) -> str:
             if block.get("type") == "text":
                 parts.append(block.get("text", ""))
     return "\n".join(parts)
+
+
+def output_tail(raw_output: Any, lines: int = 5, limit: int = 160) -> list[str]:
+    """The last lines of a command's output, from its call's `rawOutput` (`output`, what the
+    model read), each cut at `limit` characters."""
+    output = raw_output.get("output") if isinstance(raw_output, dict) else None
+    if not isinstance(output, str) or output == "(no output)":
+        return []
+    tail = [line for line in output.rstrip().split("\n") if line.strip()][-lines:]
+    return [line if len(line) <= limit else line[: limit - 1] + "…" for line in tail]
 
 
 def first_line(text: str, limit: int = 160) -> str:

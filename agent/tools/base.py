@@ -84,8 +84,11 @@ class ToolResult:
     locations: list[ToolCallLocation] | None = None
 
     @classmethod
-    def failure(cls, reason: str) -> ToolResult:
-        return cls(ok=False, output=reason, content=[ContentItem.of(reason)])
+    def failure(cls, reason: str, shown: str | None = None) -> ToolResult:
+        """A failed call: the model reads `reason`, the user sees `shown` (default: the same)."""
+        return cls(
+            ok=False, output=reason, content=[ContentItem.of(reason if shown is None else shown)]
+        )
 
 
 ToolEvent = Progress | PlanChanged | ToolResult

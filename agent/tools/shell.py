@@ -39,6 +39,8 @@ from agent.acp.protocol import (
     TerminalParams,
     ToolCallContent,
 )
+from agent.acp.wire import RpcError
+from agent.errors import EditorRefused
 from agent.files.workspace import program_outside
 from agent.processes.env import command_env, withheld
 from agent.processes.tree import CommandTree, forget, open_process
@@ -67,6 +69,8 @@ ORPHAN_GRACE = 1.0  # after the shell exits, how long background children may ho
 CLIENT_OUTPUT_LIMIT = 1024 * 1024  # outputByteLimit asked of the editor's terminal
 CLIENT_CLEANUP_TIMEOUT = 5.0  # an editor that does not answer kill/release must not hang us
 PROBE_TIMEOUT = 60.0  # the sandbox check in the editor's terminal (two Python starts)
+SUMMARY_LINES = 10  # a failed command's last lines, shown beside its status
+SUMMARY_CHARS = 2000
 
 # Pagers and prompts would wait forever on a terminal nobody types into.
 QUIET_ENV = {"PAGER": "cat", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"}
@@ -234,6 +238,8 @@ async def _run_in_client_terminal(
         output = TerminalOutputResult.model_validate(
             await ctx.client_request("terminal/output", ids)
         )
+    except RpcError as exc:
+        raise EditorRefused("report how the command ended", exc.reason) from None
     finally:
         with anyio.CancelScope(shield=True):
             if running:
@@ -256,11 +262,14 @@ async def _run_in_client_terminal(
     }
     if timed_out:
         raw["timedOut"] = True
+    head = _status_line(status.exit_code, status.signal, args.timeout, timed_out)
+    # A status the editor did not say (neither code nor signal) is not taken for a failure.
+    failed = timed_out or status.signal is not None or status.exit_code not in (0, None)
+    # The terminal (now final) stays on screen; a failure adds its status and last lines for
+    # clients that do not render terminals (they would show nothing of it).
+    summary = [ContentItem.of(f"{head}\n{_fenced(_last_lines(text))}")] if failed else []
     yield ToolResult(
-        ok=not timed_out,
-        output=f"{_status_line(status.exit_code, status.signal, args.timeout, timed_out)}\n{text}",
-        content=embed,  # keeps the terminal (now final) on screen
-        raw_output=raw,
+        ok=not failed, output=f"{head}\n{text}", content=[*embed, *summary], raw_output=raw
     )
 
 
@@ -284,7 +293,10 @@ async def _create_terminal(
     )
     # Shielded: a terminal created after we stopped listening would never be released.
     with anyio.CancelScope(shield=True), anyio.move_on_after(30) as waited:
-        created = await ctx.client_request("terminal/create", create.dump())
+        try:
+            created = await ctx.client_request("terminal/create", create.dump())
+        except RpcError as exc:
+            raise EditorRefused("run the command", exc.reason) from None
     if waited.cancelled_caught:
         raise ToolError("the editor did not create a terminal within 30 s")
     return CreateTerminalResult.model_validate(created).terminal_id
@@ -431,11 +443,14 @@ async def _run_locally(
     if timed_out:
         raw["timedOut"] = True
     raw["output"] = text  # as in the editor's terminal path: what the model read
-    shown = _fenced(buffer.render())
+    shown = ContentItem.of(_fenced(buffer.render()))
+    failed = timed_out or code != 0  # a signal, or a status the zygote lost, included
     yield ToolResult(
-        ok=not timed_out,
+        ok=not failed,
         output=f"{head}\n{text}",
-        content=[ContentItem.of(shown if code == 0 else f"{shown}\n\n{head}")],
+        # A failure leads with its status, so a client that shows only the first lines of a
+        # call shows it; the output's last lines end the block below.
+        content=[ContentItem.of(head), shown] if failed else [shown],
         raw_output=raw,
     )
 
@@ -539,6 +554,13 @@ def _status_line(code: int | None, sig: str | None, timeout: float, timed_out: b
     if sig:
         return f"Killed by {sig}"
     return "Exit status unknown"
+
+
+def _last_lines(text: str, lines: int = SUMMARY_LINES, chars: int = SUMMARY_CHARS) -> str:
+    """The end of a command's output, as a failure's summary shows it."""
+    tail = text.rstrip("\n").split("\n")[-lines:]
+    kept = "\n".join(line if len(line) <= chars else line[: chars - 1] + "…" for line in tail)
+    return kept if len(kept) <= chars else "…" + kept[-(chars - 1) :]
 
 
 def _fenced(text: str) -> str:

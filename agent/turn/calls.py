@@ -22,8 +22,9 @@ from agent.acp.protocol import (
     ToolCallProgress,
     ToolCallStart,
 )
+from agent.acp.wire import RpcError
 from agent.context.history import answer_dangling_calls
-from agent.errors import Refused
+from agent.errors import EditorRefused, Refused
 from agent.llm import RawToolCall
 from agent.tools.base import PlanChanged, Preview, Progress, Safety, Tool, ToolError, ToolResult
 from agent.turn.permission import Gate, permit
@@ -129,7 +130,7 @@ class ToolCalls:
         try:
             return await self.run_tool(call_id, tool, args, raw_args)
         except Refused as exc:  # the call is failed already; the model reads why
-            return str(exc)
+            return exc.for_model
 
     async def run_tool(
         self, call_id: str, tool: Tool[Any], args: Any, raw_args: dict[str, Any]
@@ -153,7 +154,7 @@ class ToolCalls:
         try:
             await permit(self.gate, self.scope, call_id, tool, args, preview, raw_args)
         except Refused as exc:
-            self.fail(call_id, str(exc))
+            self.finish(call_id, ToolResult.failure(exc.for_model, exc.for_user))
             raise
         self.updates.emit(ToolCallProgress(tool_call_id=call_id, status="in_progress"))
         session.undo.ran(tool, args)  # notes commands, whose changes /undo cannot take back
@@ -185,6 +186,11 @@ class ToolCalls:
                     await self.updates.drain()  # back-pressure from a slow editor
         except ToolError as exc:
             return ToolResult.failure(str(exc))
+        except Refused as exc:  # the editor refused what the call needed (agent.errors)
+            return ToolResult.failure(exc.for_model, exc.for_user)
+        except RpcError as exc:  # the editor's error, in its words: never "RpcError (code N)"
+            refused = EditorRefused("do what the call needed", exc.reason)
+            return ToolResult.failure(refused.for_model, refused.for_user)
         except Exception as exc:
             log.exception("tool %s crashed", tool.name)
             return ToolResult.failure(f"{tool.name} failed: {type(exc).__name__}: {exc}")

@@ -24,8 +24,9 @@ from agent.acp.protocol import (
     TextContent,
     UserMessageChunk,
 )
-from agent.context.prompt import system_prompt, user_message
+from agent.context.prompt import user_message
 from agent.errors import ConfigBroken, NotConfigured
+from agent.options.unnamed import name_the_model
 from agent.store.replay import user_link_update
 from agent.turn.calls import ToolCalls
 from agent.turn.model import Model, context_window
@@ -52,28 +53,25 @@ class Turn:
         self.model = Model(session, self.updates, self.calls)
         session.undo.start_turn()  # file changes from here on belong to this turn (/undo)
 
-    def check_configured(self) -> None:
-        """Raise ConfigBroken or NotConfigured (agent.errors) unless a model can be asked."""
+    async def check_configured(self) -> None:
+        """Raise ConfigBroken, NotConfigured or ModelUnnamed (agent.errors) unless a model can
+        be asked; a server given without a model gets its only one (said once)."""
         settings = self.session.settings
         if settings.problem:
             raise ConfigBroken(settings.problem)
         if not settings.llm_configured:
             raise NotConfigured()
+        if notice := await name_the_model(self.session):
+            self.updates.say(notice)
 
     async def converse(self, blocks: list[PromptBlock], record: bool = True) -> StopReason:
         """The model ↔ tools loop on `blocks`; `record=False` when the transcript already
         shows what the user typed (a command's prompt is not what they typed)."""
         session = self.session
-        self.check_configured()
+        await self.check_configured()
         session.history.append(await user_message(blocks, session.files))
         # Read AGENTS.md once per turn, not on every model request of the turn.
-        prompt = await system_prompt(
-            session.cwd,
-            confine=session.mode != "full-access",
-            additional_directories=session.additional_directories,
-            today=session.started_on,
-        )
-        self.model.system = {"role": "system", "content": prompt}
+        self.model.system = {"role": "system", "content": await session.system_prompt()}
         if record:
             self.record_prompt(blocks)
         await session.store_ready()

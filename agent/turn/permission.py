@@ -19,7 +19,7 @@ from agent.acp.protocol import (
     ToolCallFields,
 )
 from agent.acp.wire import ConnectionClosed, RpcError
-from agent.errors import Refused, RejectedByUser
+from agent.errors import QuestionFailed, RejectedByUser, TargetChanged
 from agent.permissions.labels import covered, options_for, unseen_note
 from agent.permissions.policy import Decision, PermissionMemory, Verdict, decide, real_paths
 from agent.tools.base import Preview, Tool, ToolContext
@@ -47,34 +47,30 @@ async def permit(
     preview: Preview,
     raw_args: dict[str, Any],
 ) -> None:
-    """Return when the call may run now; else raise Refused saying why (what the model is
-    told), RejectedByUser when the user said no.
+    """Return when the call may run now; else raise Refused saying why (agent.errors words
+    it for the model and for the user), RejectedByUser when the user said no.
 
     A question the editor cancels (the user pressed Stop) cancels `scope`, the turn's.
     """
     ctx = gate.ctx
     verdict = decide(gate.mode(), tool, args, ctx, gate.memory, gate.roots)
-    if verdict.decision is Decision.REFUSE:
-        raise Refused(verdict.reason)
+    if verdict.refusal is not None:  # Decision.REFUSE
+        raise verdict.refusal
     if verdict.decision is Decision.ALLOW:
         return
     before = real_paths(tool, args, ctx)
     if not await ask(gate, scope, call_id, tool, verdict, preview, raw_args):
-        raise RejectedByUser()
+        raise RejectedByUser(tool.kind)
     # The question may have been open for minutes: the mode, the remembered answers or
     # where a path leads (a symlink swapped in) may have changed. Decide again, now.
     after = real_paths(tool, args, ctx)
     if after != before:
         changed = zip(after, before, strict=False)
         moved = ", ".join(f"{now} (was {then})" for now, then in changed if now != then)
-        raise Refused(
-            f"Not run: while permission was asked, the target changed; it now leads to "
-            f"{moved or ', '.join(after)}. Nothing was written. Look at it again before "
-            "retrying."
-        )
+        raise TargetChanged(moved or ", ".join(after))
     again = decide(gate.mode(), tool, args, ctx, gate.memory, gate.roots)
-    if again.decision is Decision.REFUSE:
-        raise Refused(again.reason)
+    if again.refusal is not None:
+        raise again.refusal
     # The user saw what sandboxed commands changed and let a program run outside: seen.
     ctx.sandbox_changes[:] = [p for p in ctx.sandbox_changes if p not in verdict.unseen]
 
@@ -91,7 +87,8 @@ async def ask(
     """`session/request_permission`; True if the user allowed, remembering "always" answers.
 
     Besides the call's preview the question shows what sandboxed commands changed (when that
-    is why it asks) and, when the options' labels cannot say it all, what "always" covers."""
+    is why it asks) and, when the options' labels cannot say it all, what "always" covers.
+    QuestionFailed when the editor answered the question with an error."""
     keys = verdict.keys
     notes = [unseen_note(verdict.unseen)] if verdict.unseen else []
     notes += [text] if (text := covered(keys)) else []
@@ -112,9 +109,14 @@ async def ask(
     try:
         answer = await gate.ctx.client_request("session/request_permission", request.dump())
         outcome = RequestPermissionResult.model_validate(answer).outcome
-    except (RpcError, ConnectionClosed, ValidationError) as exc:
+    except RpcError as exc:
         log.warning("permission request failed: %s", exc)
-        return False
+        raise QuestionFailed(exc.reason) from None
+    except ValidationError as exc:
+        log.warning("permission request answered oddly: %s", exc)
+        raise QuestionFailed("its answer was not understood") from None
+    except ConnectionClosed:
+        return False  # the editor is gone: the turn ends with the connection
     if outcome.outcome != "selected":
         scope.cancel()
         await anyio.lowlevel.checkpoint()

@@ -60,8 +60,11 @@ class Updates:
     ) -> None:
         """usage_update: how full the context is after this response (agent.context.usage).
         `messages` is what a request sends, the system message included."""
+        await self.report_tokens(tokens_used(usage, messages, reply, self.tool_specs()))
+
+    async def report_tokens(self, used: int) -> None:
+        """usage_update: `used` tokens of the window."""
         size = await self.window()
         if self.closed:
             return
-        used = tokens_used(usage, messages, reply, self.tool_specs())
         self.notify({"sessionUpdate": "usage_update", "used": used, "size": size})

@@ -28,6 +28,7 @@ from typing import Protocol
 import anyio
 
 from agent.acp.protocol import ContentItem, DiffItem, ToolCallContent
+from agent.errors import EditorRefused
 from agent.files.backend import Files
 from agent.files.disk import NotAFile, NotText, WriteFailed
 from agent.files.paths import display_path, printable
@@ -257,9 +258,9 @@ async def revert(changes: list[Change], files: FilesLike, cwd: Path) -> list[Out
             outcome = await _revert(change, files, cwd, shown, change.path in reverted)
         except (OSError, WriteFailed) as exc:
             outcome = Outcome(shown, False, f"{shown} could not be reverted: {exc}.")
-        except (
-            Exception
-        ) as exc:  # the editor refused a write, a damaged record...: the rest goes on
+        except EditorRefused as exc:
+            outcome = Outcome(shown, False, f"{shown} could not be reverted: {exc.for_user}.")
+        except Exception as exc:  # a damaged record...: the rest goes on
             log.warning("reverting %s failed", change.path, exc_info=True)
             outcome = Outcome(shown, False, f"{shown} could not be reverted: {exc}.")
         (reverted if outcome.reverted else left).update(paths)
