@@ -2,9 +2,9 @@
 
 Modelled on llama.cpp's llama-server as captured in tests/data/real-servers/xllamacpp-11549/:
 
-- it counts tokens (`count_tokens`: a rough BPE stand-in, not Heron's estimate), reports them in `usage`, and how much of the prompt its one slot's
-  cache reused (`prompt_tokens_details.cached_tokens`: the prefix shared with the previous
-  request);
+- it counts tokens (`count_tokens`: a rough BPE stand-in, not Heron's estimate), reports them
+  in `usage`, and how much of the prompt its one slot's cache reused
+  (`prompt_tokens_details.cached_tokens`: the prefix shared with the previous request);
 - it refuses a request over its context window with its own error body
   (`exceed_context_size`), and stops an answer that would overflow the window (`length`);
 - a chat template such as Gemma's or Mistral's refuses messages whose roles do not alternate,
@@ -95,18 +95,20 @@ def exceed_context_size(n_prompt: int, n_ctx: int) -> dict[str, Any]:
 
 def roles_alternate(messages: list[Any]) -> bool:
     """Whether a template that demands user/assistant/user/… accepts these messages: system
-    first (optional), then user, then turns that alternate; tool results belong to the
-    assistant turn that called them (Mistral's rule; Gemma has no tool role at all)."""
+    first (optional), then user, then turns that alternate; tool results follow the assistant
+    turn that called them, and either role may come after them (Mistral's rule; Gemma has no
+    tool role at all)."""
     roles = [m.get("role") for m in messages if isinstance(m, dict)]
     if roles and roles[0] == "system":
         roles = roles[1:]
-    expected = "user"
+    expected: str | None = "user"  # None: either (after tool results)
     for index, role in enumerate(roles):
         if role == "tool":
             if index == 0 or roles[index - 1] not in ("assistant", "tool"):
                 return False
+            expected = None
             continue
-        if role != expected:
+        if expected is not None and role != expected:
             return False
         expected = "assistant" if role == "user" else "user"
     return True

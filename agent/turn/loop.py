@@ -24,6 +24,7 @@ from agent.acp.protocol import (
     TextContent,
     UserMessageChunk,
 )
+from agent.context.history import note_unanswered
 from agent.context.prompt import system_prompt, user_message
 from agent.errors import ConfigBroken, NotConfigured
 from agent.store.replay import user_link_update
@@ -35,6 +36,11 @@ if TYPE_CHECKING:
     from agent.session import Session
 
 CANCELLED = "Cancelled by the user."
+# What the model reads as the answer to a request the turn ended without answering (see
+# agent.context.history.note_unanswered): the next request must not send two user messages in
+# a row, and the model should know the request was not dealt with.
+UNANSWERED_CANCELLED = "[No answer: the user cancelled this request before it was answered.]"
+UNANSWERED_FAILED = "[No answer: the request to the model failed before it was answered.]"
 
 
 class Turn:
@@ -50,6 +56,7 @@ class Turn:
         )
         self.calls = ToolCalls(session, self.updates, scope)
         self.model = Model(session, self.updates, self.calls)
+        self.asked = False  # the user's message is in the history, waiting for an answer
         session.undo.start_turn()  # file changes from here on belong to this turn (/undo)
 
     def check_configured(self) -> None:
@@ -66,6 +73,7 @@ class Turn:
         session = self.session
         self.check_configured()
         session.history.append(await user_message(blocks, session.files))
+        self.asked = True
         # Read AGENTS.md once per turn, not on every model request of the turn.
         prompt = await system_prompt(
             session.cwd,
@@ -102,9 +110,14 @@ class Turn:
                 )
 
     def close(self) -> None:
-        """End the turn: fail what is still open, answer the model's dangling calls, go quiet."""
-        reason = CANCELLED if self.scope.cancel_called else "The turn ended before this call ran."
+        """End the turn: fail what is still open, answer the model's dangling calls and the
+        user's unanswered request, go quiet."""
+        cancelled = self.scope.cancel_called
+        reason = CANCELLED if cancelled else "The turn ended before this call ran."
         self.calls.close(reason)
+        if self.asked:
+            note = UNANSWERED_CANCELLED if cancelled else UNANSWERED_FAILED
+            note_unanswered(self.session.history, note)
         self.session.undo.end_turn()
         self.updates.closed = True
         self.updates.checkpoint()

@@ -18,6 +18,7 @@ import anyio
 
 from agent.acp.protocol import AgentMessageChunk, AgentThoughtChunk, TextContent
 from agent.context.compaction import compact, needs_compaction
+from agent.context.history import alternating
 from agent.context.prompt import without_audio
 from agent.context.usage import context_size, estimate_tokens, overflowed
 from agent.errors import ModelFailure
@@ -144,7 +145,7 @@ class Model:
         tools as the API's parameter, or (text mode) described in the system prompt."""
         session = self.session
         if not uses_text(session.settings):
-            return self.system, session.history, session.tool_specs()
+            return self.system, alternating(session.history), session.tool_specs()
         described = f"{self.system.get('content', '')}\n\n{tools_prompt(session.tool_specs())}"
         return {"role": "system", "content": described}, as_text(session.history), []
 
