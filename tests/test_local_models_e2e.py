@@ -270,15 +270,24 @@ def test_auto_uses_text_when_props_say_the_template_cannot_take_tools(heron, fak
 
 
 def test_auto_switches_when_the_model_writes_its_calls_as_text(heron, fake_llm, workspace):
+    """With `tools` sent, a block written as text never runs in that answer (issue 24: text
+    that only looks like a call, a quoted file, must not act); it fails saying why, the user
+    is told of the switch, and the model's next block, in text mode, runs."""
     Path(workspace, "a.txt").write_text("alpha\n")
-    fake_llm.script(tool_calls(Call("read_file", {"path": "a.txt"}), style="text"), text("done"))
+    block = tool_calls(Call("read_file", {"path": "a.txt"}), style="text")
+    fake_llm.script(block, block, text("done"))
     client = heron()
     turn = client.prompt(client.new_session(workspace), "read a.txt")
     assert "tools" in fake_llm.requests[0].body
-    assert list(final_statuses(turn["updates"]).values()) == ["completed"]
+    assert list(final_statuses(turn["updates"]).values()) == ["failed", "completed"]
     assert not any('"arguments"' in c for c in chunks(turn["updates"]))  # no markup shown
+    notices = [c for c in chunks(turn["updates"]) if "<tool_call> blocks" in c]
+    assert len(notices) == 1 and "wrote its tool calls as text" in notices[0]
     assert "tools" not in fake_llm.requests[1].body
-    assert "alpha" in fake_llm.requests[1].body["messages"][-1]["content"]
+    assert "written as text while the tools were offered natively" in json.dumps(
+        fake_llm.requests[1].body["messages"][-1]
+    )
+    assert "alpha" in fake_llm.requests[2].body["messages"][-1]["content"]
 
 
 def test_native_mode_sends_tools_even_to_a_template_without_them(heron, fake_llm, workspace):

@@ -160,3 +160,129 @@ def test_after_slash_compact_the_next_request_alternates(heron, fake_llm, worksp
     assert last.status == 200
     assert roles(last) == ["system", "user"]
     assert last.body["messages"][1]["content"].endswith("SUMMARY: we said hello.\n\ngo on")
+
+
+# ------------------------------------------------------------------ 2. text tool calls that run
+
+
+def block(name: str, arguments: dict[str, Any]) -> str:
+    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
+
+
+def test_a_model_that_writes_on_after_its_call_is_stopped_at_the_imitated_result(
+    heron, fake_llm, workspace
+):
+    """The stop sequence ends the answer where the model starts writing the tool's result
+    itself: the call runs, nothing it made up reaches the user."""
+    Path(workspace, "a.txt").write_text("alpha\n")
+    fake_llm.writes_on = True
+    fake_llm.script(text(block("read_file", {"path": "a.txt"})), text("It says alpha."))
+    client = heron("--tool-calls", "text")
+    turn = client.prompt(client.new_session(workspace), "read a.txt")
+    assert turn["stopReason"] == "end_turn"
+    assert list(statuses(turn["updates"]).values()) == ["completed"]
+    assert chunks(turn["updates"]) == "It says alpha."
+    assert all(r.body["stop"] == ["<tool_response>"] for r in fake_llm.requests)
+    assert "alpha" in fake_llm.requests[1].body["messages"][-1]["content"]
+
+
+def test_native_requests_carry_no_stop_sequence(heron, fake_llm, workspace):
+    fake_llm.script(text("hi"))
+    client = heron("--tool-calls", "native")
+    client.prompt(client.new_session(workspace), "hello")
+    assert "stop" not in fake_llm.requests[0].body
+
+
+def test_without_the_stop_sequence_heron_stops_reading_at_the_imitated_result(
+    heron, fake_llm, workspace
+):
+    """A server that rejects `stop` (it is dropped and remembered): the answer still ends
+    where the imitation starts, and the rest is never shown."""
+    Path(workspace, "a.txt").write_text("alpha\n")
+    fake_llm.reject_fields = {"stop": "openai"}
+    fake_llm.writes_on = True
+    fake_llm.script(text(block("read_file", {"path": "a.txt"})), text("It says alpha."))
+    client = heron("--tool-calls", "text")
+    turn = client.prompt(client.new_session(workspace), "read a.txt")
+    assert turn["stopReason"] == "end_turn"
+    assert chunks(turn["updates"]) == "It says alpha."
+    accepted = [r for r in fake_llm.requests if r.status == 200]
+    assert all("stop" not in r.body for r in accepted)
+    assistant = accepted[1].body["messages"][-2]["content"]
+    assert "<tool_response>" not in assistant and "go on with the next step" not in assistant
+
+
+def test_blocks_closed_before_the_token_limit_run_and_the_turn_goes_on(heron, fake_llm, workspace):
+    """`finish_reason: length`: every closed block runs, the one open at the cut fails without
+    a permission question, the model gets the results and the turn goes on."""
+    Path(workspace, "a.txt").write_text("alpha\n")
+    Path(workspace, "b.txt").write_text("beta\n")
+    answer = (
+        "Reading both.\n"
+        + block("read_file", {"path": "a.txt"})
+        + "\n"
+        + block("read_file", {"path": "b.txt"})
+        + '\n<tool_call>\n{"name": "write_file", "arguments": {"path": "c.txt", "content": "ga'
+    )
+    fake_llm.script(text(answer, finish="length"), text("Both read."))
+    client = heron("--tool-calls", "text", "--mode", "ask")
+    turn = client.prompt(client.new_session(workspace), "read a and b, write c")
+    assert turn["stopReason"] == "end_turn", turn
+    assert list(statuses(turn["updates"]).values()) == ["completed", "completed", "failed"]
+    asked = [r for r in client.agent_requests if r.method == "session/request_permission"]
+    assert asked == []  # nothing was asked: the cut call cannot run
+    assert not Path(workspace, "c.txt").exists()
+    results = fake_llm.requests[1].body["messages"][-1]["content"]
+    assert "alpha" in results and "beta" in results
+    assert "output token limit inside this call" in results
+    assert chunks(turn["updates"]) == "Reading both.\nBoth read."
+
+
+def test_an_answer_cut_inside_its_only_call_ends_the_turn_at_the_limit(heron, fake_llm, workspace):
+    answer = '<tool_call>\n{"name": "write_file", "arguments": {"path": "c.txt", "content": "g'
+    fake_llm.script(text(answer, finish="length"), text("later"))
+    client = heron("--tool-calls", "text", "--mode", "full-access")
+    session_id = client.new_session(workspace)
+    turn = client.prompt(session_id, "write c")
+    assert turn["stopReason"] == "max_tokens"
+    assert list(statuses(turn["updates"]).values()) == ["failed"]
+    assert not Path(workspace, "c.txt").exists()
+    assert client.prompt(session_id, "go on")["stopReason"] == "end_turn"
+
+
+def test_an_unclosed_tool_call_that_is_not_json_is_text(heron, fake_llm, workspace):
+    fake_llm.script(text("I would write a <tool_call>", " here, but", " the answer is 42."))
+    client = heron("--tool-calls", "text")
+    turn = client.prompt(client.new_session(workspace), "what is it?")
+    assert turn["stopReason"] == "end_turn"
+    assert chunks(turn["updates"]) == "I would write a <tool_call> here, but the answer is 42."
+    assert statuses(turn["updates"]) == {}
+
+
+def test_a_block_heron_cannot_read_tells_the_model_the_format(heron, fake_llm, workspace):
+    fake_llm.script(text("<tool_call>read_file README.md</tool_call>"), text("retrying"))
+    client = heron("--tool-calls", "text")
+    turn = client.prompt(client.new_session(workspace), "read the readme")
+    assert list(statuses(turn["updates"]).values()) == ["failed"]
+    told = fake_llm.requests[1].body["messages"][-1]["content"]
+    assert "Heron could not read this tool call" in told
+    assert '{"name": "read_file", "arguments": {"path": "README.md"}}' in told
+    assert "Unknown tool" not in told
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        "To call a tool, write:\n```\n" + block("delete_path", {"path": "a.txt"}) + "\n```\n",
+        "Blocks like `" + block("delete_path", {"path": "a.txt"}).replace("\n", "") + "` act.",
+    ],
+)
+def test_a_tool_call_in_markdown_code_is_text(heron, fake_llm, workspace, written):
+    Path(workspace, "a.txt").write_text("keep me\n")
+    fake_llm.script(text(written))
+    client = heron("--tool-calls", "text", "--mode", "full-access")
+    turn = client.prompt(client.new_session(workspace), "how do you call tools?")
+    assert turn["stopReason"] == "end_turn"
+    assert statuses(turn["updates"]) == {}
+    assert chunks(turn["updates"]) == written
+    assert Path(workspace, "a.txt").read_text() == "keep me\n"

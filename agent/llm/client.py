@@ -26,7 +26,7 @@ log = logging.getLogger("heron.llm")
 
 # Optional request fields a server may reject (400/422 naming them): dropped and remembered
 # per endpoint, so only the first request to such a server pays for the retry.
-OPTIONAL_FIELDS = ("stream_options", "max_tokens", "reasoning_effort")
+OPTIONAL_FIELDS = ("stream_options", "max_tokens", "reasoning_effort", "stop")
 _rejected: dict[str, set[str]] = {}
 
 # One AsyncOpenAI client per endpoint (and key, timeout, retries): sessions that pick another
@@ -82,16 +82,24 @@ def _make_client(settings: Settings) -> Any:
 
 
 def request_body(
-    settings: Settings, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    settings: Settings,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    stop: list[str] | None = None,
+    max_tokens: int | None = None,
 ) -> dict[str, Any]:
-    """What goes to the server besides `model` and `stream`; optional fields only when wanted."""
+    """What goes to the server besides `model` and `stream`; optional fields only when wanted.
+    `max_tokens`: this request's own limit (a summary's), below the setting's."""
     body: dict[str, Any] = {"messages": messages}
     if tools:
         body["tools"] = tools
+    if stop:
+        body["stop"] = stop
     # Usage lets the session see how full the context is; servers that reject it lose nothing.
     body["stream_options"] = {"include_usage": True}
-    if settings.max_tokens:
-        body["max_tokens"] = settings.max_tokens
+    limits = [n for n in (settings.max_tokens, max_tokens) if n]
+    if limits:
+        body["max_tokens"] = min(limits)
     if settings.reasoning_effort:
         body["reasoning_effort"] = settings.reasoning_effort
     for name in _rejected.get(errors.where(settings), ()):
@@ -113,7 +121,11 @@ def _serializable(body: dict[str, Any]) -> str:
 
 
 async def stream_chat(
-    settings: Settings, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    settings: Settings,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    stop: list[str] | None = None,
+    max_tokens: int | None = None,
 ) -> AsyncGenerator[LLMEvent, None]:
     client = await get_client(settings)
     import openai
@@ -123,7 +135,7 @@ async def stream_chat(
     attempts = 0
     while True:
         attempts += 1
-        body = request_body(settings, messages, tools)
+        body = request_body(settings, messages, tools, stop, max_tokens)
         text = _serializable(body)
         if log.isEnabledFor(logging.DEBUG):
             log.debug("request to %s: %s", errors.where(settings), text)

@@ -31,6 +31,9 @@ class RawToolCall:
     call_id: str
     name: str
     arguments: str  # JSON text as the model wrote it; may be invalid
+    # Why the call cannot run, known from how it was written (a text block cut off by the
+    # token limit, one Heron could not read): it fails with this, without asking anyone.
+    problem: str | None = None
 
 
 @dataclass

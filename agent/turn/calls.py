@@ -106,6 +106,8 @@ class ToolCalls:
     async def run_one(self, call_id: str, call: RawToolCall) -> str:
         """Run one tool call from start to end; returns what the model reads."""
         session = self.session
+        if call.problem:  # known from how it was written: nothing to ask about
+            return self.fail(call_id, call.problem)
         tool = session.tools.get(call.name)
         if tool is None:
             known = ", ".join(session.tools)

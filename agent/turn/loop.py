@@ -88,13 +88,10 @@ class Turn:
         self.updates.checkpoint()
         for _ in range(session.settings.max_turn_requests):
             reply = await self.model.ask()
-            if reply.finish_reason == "length":
-                return "max_tokens"
-            if reply.finish_reason == "content_filter":
-                return "refusal"
-            if not reply.calls:
-                return "end_turn"
-            await self.calls.run_all(reply.calls)
+            if reply.calls and reply.finish_reason != "content_filter":
+                await self.calls.run_all(reply.calls)
+            if stop := reply.stop_reason():
+                return stop
         return "max_turn_requests"
 
     def record_prompt(self, blocks: list[PromptBlock]) -> None:

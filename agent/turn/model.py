@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from agent.acp.protocol import AgentMessageChunk, AgentThoughtChunk, TextContent
+from agent.acp.protocol import AgentMessageChunk, AgentThoughtChunk, StopReason, TextContent
 from agent.context.compaction import compact, needs_compaction
 from agent.context.history import alternating
 from agent.context.prompt import without_audio
@@ -37,6 +37,7 @@ from agent.llm.events import ToolsRefused
 from agent.llm.probe import NO_TOOLS, known_tool_support, probe_tool_support, should_probe
 from agent.options.notice import thought_notice
 from agent.textcalls import (
+    STOP,
     Switch,
     as_text,
     is_text_call,
@@ -72,6 +73,12 @@ EMPTY_ANSWER = (
     "(The model returned an empty answer: no text and no tool calls. With a local server, "
     "check its chat template.)"
 )
+EMPTY_TEXT_ANSWER = (
+    "(The model returned an empty answer. With tool calls as text this usually means it began "
+    "to write a tool's result itself (<tool_response>), where Heron stops it. Ask again, or "
+    "use a larger model.)"
+)
+CUT_NATIVE = "The model hit its output token limit before finishing this call."
 
 
 @dataclass
@@ -80,6 +87,16 @@ class Reply:
 
     finish_reason: str | None
     calls: list[tuple[str, RawToolCall]] = field(default_factory=list)  # (our id, the call)
+
+    def stop_reason(self) -> StopReason | None:
+        """How the turn ends after this answer (once its calls ran); None: it goes on.
+        An answer cut by the token limit goes on when a call of it can run (text blocks
+        closed before the cut): the model reads the results, as after any tool call."""
+        if self.finish_reason == "content_filter":
+            return "refusal"
+        if self.finish_reason == "length" and all(call.problem for _, call in self.calls):
+            return "max_tokens"
+        return None if self.calls else "end_turn"
 
 
 class Model:
@@ -175,9 +192,10 @@ class Model:
         text: list[str] = []
         ids: dict[int, str] = {}  # stream index → tool call id
         finished: Finished | None = None
-        stream = stream_chat(session.settings, messages, tools)
+        text_mode = uses_text(session.settings)
+        stream = stream_chat(session.settings, messages, tools, STOP if text_mode else None)
         if parses_text(session.settings):
-            stream = text_tool_calls(stream)
+            stream = text_tool_calls(stream, native=bool(tools))
         try:
             async with aclosing(stream) as events:
                 async for event in events:
@@ -211,15 +229,16 @@ class Model:
         if tools and any(is_text_call(c) for _, c in calls):
             self.use_text(Switch.WRITTEN)  # `tools` was sent, yet the model wrote its calls
         if finished.finish_reason == "length":
-            # The arguments may be cut mid-way: nothing of this answer runs.
+            # Native arguments may be cut mid-way: none of them runs. Text blocks closed
+            # before the cut are whole and run; the one still open fails (agent.textcalls).
+            calls = [(call_id, call) for call_id, call in calls if is_text_call(call)]
+            kept = {call_id for call_id, _ in calls}
             for call_id in ids.values():
-                self.calls.fail(
-                    call_id, "The model hit its output token limit before finishing this call."
-                )
-            calls = []
+                if call_id not in kept:
+                    self.calls.fail(call_id, CUT_NATIVE)
         if finished.finish_reason == "stop" and not text and not finished.tool_calls:
             # Ending silently would look like Heron hung; this is a server/template problem.
-            self.updates.say(EMPTY_ANSWER)
+            self.updates.say(EMPTY_TEXT_ANSWER if text_mode else EMPTY_ANSWER)
         # Strict servers (llama-cpp-python) reject a null content beside tool_calls; "" is
         # accepted everywhere.
         message: dict[str, Any] = {"role": "assistant", "content": "".join(text)}
