@@ -9,7 +9,7 @@ import random
 import pytest
 
 from agent.context.compaction import fit, shorten, unseen_step
-from agent.llm.errors import context_size_in, refuses_tools
+from agent.llm.errors import context_size_in, refuses_tools, will_not_change
 from agent.textcalls.parse import call_of
 from agent.textcalls.render import as_text
 from agent.textcalls.scan import Block, BlockScanner
@@ -55,6 +55,21 @@ def test_the_context_size_named_by_an_overflow(body, size):
         ("tools param requires --jinja flag", True),
         ("Unsupported parameter: 'tools' is not supported with this model.", True),
         ('[{"type": "extra_forbidden", "loc": ["body", "tools"], "msg": "Extra inputs"}]', True),
+        # OpenAI and Azure for models without tools; OpenAI's error naming the parameter.
+        ("Unrecognized request argument supplied: tools", True),
+        (
+            '{"error": {"message": "Invalid value.", "type": "invalid_request_error", '
+            '"param": "tools", "code": null}}',
+            True,
+        ),
+        # Hosted models without function calling; TGI; serde-based servers.
+        ("Function calling is not enabled for this model", True),
+        ("deepseek-reasoner does not support Function Calling", True),
+        ("Tools are not supported for this model", True),
+        ("unknown field `tools`, expected one of `messages`, `model`", True),
+        # Not about tools: a context overflow, a busy server.
+        ("This model's maximum context length is 8192 tokens.", False),
+        ("The server is overloaded, try again later", False),
         # llama-cpp-python's 500 for a null content names the tool message class: not a refusal.
         ("'loc': ('body', 'messages', 2, 'ChatCompletionRequestToolMessage', 'role')", False),
     ],
@@ -167,3 +182,20 @@ def test_a_block_left_open_at_the_end_still_counts():
     out = parser.feed('<tool_call>{"name": "grep", "arguments": {"pattern": "x"}}</tool_')
     out += parser.finish()
     assert out == [Block('{"name": "grep", "arguments": {"pattern": "x"}}', closed=False)]
+
+
+@pytest.mark.parametrize(
+    ("body", "final"),
+    [
+        ('{"error":{"code":500,"message":"tools param requires --jinja flag"}}', True),
+        ("1 validation error for ChatCompletionRequest", True),  # the request's own shape
+        (
+            '{"error": {"message": "request (8088 tokens) exceeds the available context size"}}',
+            True,
+        ),
+        ("The server is overloaded, try again later", False),
+        ("upstream connect error or disconnect/reset before headers", False),
+    ],
+)
+def test_a_refusal_that_will_not_change_is_not_retried(body, final):
+    assert will_not_change(body) is final

@@ -100,3 +100,96 @@ def _no_retries(workspace: str) -> Path:
     config = Path(workspace).parent / "no-retries.toml"
     config.write_text("max_retries = 0\n")
     return config
+
+
+# ------------------------------------------------ llama.cpp build 11549 through xllamacpp (27)
+
+XLLAMACPP = CAPTURES / "xllamacpp-11549"
+
+
+def props(name: str) -> dict:
+    return json.loads((XLLAMACPP / name).read_text())
+
+
+def said(updates) -> str:
+    return "".join(chunks(updates))
+
+
+def test_smollm2_text_tool_call_runs_and_its_imitated_result_is_never_shown(
+    heron, fake_llm, workspace
+):
+    """SmolLM2's own template cannot take tools (`/props`): `auto` writes them in text. The
+    captured call, one token per delta, runs; the captured answer after its result begins by
+    imitating a tool result: Heron ends the answer there and shows none of it."""
+    Path(workspace, "README.md").write_text("# Greeter\nA tiny project.\n")
+    fake_llm.props = props("props-smollm2-own-template.json")
+    fake_llm.script(
+        replay(XLLAMACPP / "textcall-read_file.smollm2.sse"),
+        replay(XLLAMACPP / "textcall-read_file-followup.smollm2.sse"),
+    )
+    client = heron()
+    turn = client.prompt(client.new_session(workspace), "what does the readme say?")
+    assert turn["stopReason"] == "end_turn"
+    start = next(u for u in turn["updates"] if u["sessionUpdate"] == "tool_call")
+    assert start["title"] == "read_file"
+    shown = said(turn["updates"])
+    assert "Greeter" not in shown and "very simple example" not in shown
+    assert "began to write a tool's result itself" in shown
+    first, follow_up = (r.body for r in fake_llm.requests)
+    assert "tools" not in first and first["stop"] == ["<tool_response>"]
+    assert "# Greeter" in follow_up["messages"][-1]["content"]
+    sizes = [u["size"] for u in turn["updates"] if u["sessionUpdate"] == "usage_update"]
+    assert sizes and set(sizes) == {8192}  # the window /props names
+
+
+def test_smollm2_with_the_qwen25_template_gets_native_tools(heron, fake_llm, workspace):
+    fake_llm.props = props("props-smollm2-qwen25-template.json")
+    fake_llm.script(replay(XLLAMACPP / "sse-ping-comments-then-text.smollm2.sse"))
+    client = heron()
+    turn = client.prompt(client.new_session(workspace), "where is the code?")
+    assert "tools" in fake_llm.requests[0].body and "stop" not in fake_llm.requests[0].body
+    # SSE comments first, then a text answer that is a code fence: shown as it is.
+    assert said(turn["updates"]) == "```python\n# src\nutil.py\n```"
+
+
+def test_a_server_without_jinja_refuses_tools_once_and_auto_goes_on_in_text(
+    heron, fake_llm, workspace
+):
+    """HTTP 500 "tools param requires --jinja flag" will not change on retry: one refused
+    request, not four, then the same prompt in text mode."""
+    fake_llm.script(
+        replay(XLLAMACPP / "error-500-tools-param-requires-jinja.json"),
+        *[replay(XLLAMACPP / "error-500-tools-param-requires-jinja.json")] * 3,
+    )
+    fake_llm.before_script = lambda body: None if "tools" in body else text("in text now")
+    client = heron()
+    turn = client.prompt(client.new_session(workspace), "hi")
+    assert turn["stopReason"] == "end_turn"
+    assert said(turn["updates"]).endswith("in text now")
+    assert "refused the tools parameter" in said(turn["updates"])
+    assert ["tools" in r.body for r in fake_llm.requests] == [True, False]
+
+
+def test_the_window_in_v1_models_metadata(heron, fake_llm, workspace):
+    fake_llm.models_body = (XLLAMACPP / "v1-models-smollm2-ctx4096.json").read_bytes()
+    fake_llm.script(text("hello"))
+    client = heron()
+    turn = client.prompt(client.new_session(workspace), "hi")
+    assert [u["size"] for u in turn["updates"] if u["sessionUpdate"] == "usage_update"] == [4096]
+
+
+def test_gemmas_alternation_error_is_readable_and_the_session_goes_on(heron, fake_llm, workspace):
+    fake_llm.script(replay(XLLAMACPP / "error-400-gemma-roles-must-alternate.json"), text("ok"))
+    client = heron()
+    session_id = client.new_session(workspace)
+    with pytest.raises(RpcError) as err:
+        client.prompt(session_id, "hi")
+    assert "Conversation roles must alternate" in err.value.message
+    assert len(err.value.message) < 400
+    assert client.prompt(session_id, "again")["stopReason"] == "end_turn"
+    assert [m["role"] for m in fake_llm.requests[-1].body["messages"]] == [
+        "system",
+        "user",
+        "assistant",
+        "user",
+    ]

@@ -286,3 +286,23 @@ def test_a_tool_call_in_markdown_code_is_text(heron, fake_llm, workspace, writte
     assert statuses(turn["updates"]) == {}
     assert chunks(turn["updates"]) == written
     assert Path(workspace, "a.txt").read_text() == "keep me\n"
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        error(400, "Unrecognized request argument supplied: tools"),  # OpenAI, Azure
+        error(500, "tools param requires --jinja flag"),  # llama-server without jinja
+        error(400, "Function calling is not enabled for this model"),
+        error(422, "Tools are not supported for this model"),
+    ],
+)
+def test_auto_recognises_a_refused_tools_parameter_and_does_not_retry_it(
+    heron, fake_llm, workspace, refusal
+):
+    fake_llm.before_script = lambda body: refusal if "tools" in body else text("in text")
+    client = heron()
+    turn = client.prompt(client.new_session(workspace), "hi")
+    assert turn["stopReason"] == "end_turn"
+    assert chunks(turn["updates"]).endswith("in text")
+    assert ["tools" in r.body for r in fake_llm.requests] == [True, False]

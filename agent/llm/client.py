@@ -78,7 +78,25 @@ def _make_client(settings: Settings) -> Any:
         base_url=settings.base_url,
         timeout=settings.request_timeout,
         max_retries=settings.max_retries,
+        http_client=openai.DefaultAsyncHttpxClient(event_hooks={"response": [_final_refusals]}),
     )
+
+
+RETRIED = {408, 409, 429}  # and every 5xx: what the client sends again
+
+
+async def _final_refusals(response: Any) -> None:
+    """An answer the client would retry (a 5xx, a 429) that refuses the request itself ("tools
+    param requires --jinja flag" is a 500) is marked so the client does not send it again:
+    the same request gets the same answer, and `auto` can switch to text at once."""
+    if response.status_code < 500 and response.status_code not in RETRIED:
+        return
+    await response.aread()  # an error body: small, and the client reads it anyway
+    if errors.will_not_change(response.content):
+        log.debug(
+            "not retrying HTTP %s: the server refused the request itself", response.status_code
+        )
+        response.headers["x-should-retry"] = "false"
 
 
 def request_body(

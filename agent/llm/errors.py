@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from typing import Any
@@ -39,16 +40,29 @@ _CONTEXT_SIZES = (
     # "Reached context length of 4096 tokens with model…".
     re.compile(r"context length of (?:only )?(\d+) tokens"),
 )
-# Servers refusing the `tools` parameter: vLLM without --enable-auto-tool-choice ('"auto" tool
-# choice requires --enable-auto-tool-choice…'), Ollama ("… does not support tools"), llama-server
-# without --jinja ("tools param requires --jinja flag"), OpenAI-style "Unsupported parameter:
-# 'tools'", FastAPI servers that forbid extra fields (`"loc": ["body", "tools"]`).
+# Servers refusing the `tools` parameter, in their words: vLLM without
+# --enable-auto-tool-choice ('"auto" tool choice requires --enable-auto-tool-choice…'), Ollama
+# ("… does not support tools"), llama-server without --jinja ("tools param requires --jinja
+# flag", tests/data/real-servers/xllamacpp-11549/error-500-tools-param-requires-jinja.json),
+# OpenAI and Azure ("Unrecognized request argument supplied: tools", "Unsupported parameter:
+# 'tools'", `"param": "tools"`), hosted models without function calling ("Function calling is
+# not enabled for this model", "… does not support Function Calling"), TGI ("Tools are not
+# supported"), serde-based servers ("unknown field `tools`"), FastAPI servers that forbid extra
+# fields (`"loc": ["body", "tools"]`).
 _TOOLS_REFUSED = re.compile(
-    r"does not support tools|tools? (?:param(?:eter)?|calling|use|choice) "
-    r"(?:is |are )?(?:not supported|requires|not enabled)|unsupported parameter\W{0,3}tools|"
-    r"\btools\b.{0,40}(?:not supported|not permitted|extra_forbidden|Extra inputs)",
+    r"does not support (?:tools|tool[ _-]?(?:use|calling|calls)|function[ _-]?calling|functions)"
+    r"|(?:tools?|function)[ _-]?(?:param(?:eter)?|calling|calls|use|choice)s? (?:is |are )?"
+    r"(?:not supported|requires|not enabled|not available|unsupported|disabled)"
+    r"|(?:unrecognized|unsupported|unknown|unexpected|invalid) (?:request )?"
+    r"(?:argument|parameter|field|property|key)s?(?: supplied)?\W{0,4}tools\b"
+    r"|\btools\b.{0,40}(?:not supported|not permitted|not allowed|extra_forbidden|Extra inputs)"
+    r'|\[\s*"body"\s*,\s*"tools"',
     re.IGNORECASE,
 )
+# A request the server refused for what it is, not for a passing trouble: the same request
+# gets the same answer, so the client does not send it again (`will_not_change`). Pydantic's
+# dump of a request that does not validate (llama-cpp-python answers it with a 500).
+_INVALID_REQUEST = re.compile(r"\d+ validation errors?\b|Conversation roles must alternate")
 
 
 def where(settings: Settings) -> str:
@@ -98,8 +112,22 @@ def context_size_in(body: Any) -> int | None:
 
 
 def refuses_tools(body: Any) -> bool:
-    """Whether an error body says the server cannot take the `tools` parameter."""
+    """Whether an error body says the server cannot take the `tools` parameter (its words, or
+    OpenAI's `"param": "tools"`)."""
+    if isinstance(body, (str, bytes)):
+        with contextlib.suppress(ValueError):
+            body = json.loads(body)
+    error = body.get("error", body) if isinstance(body, dict) else None
+    if isinstance(error, dict) and error.get("param") == "tools":
+        return True
     return bool(_TOOLS_REFUSED.search(body if isinstance(body, str) else _text_of(body)))
+
+
+def will_not_change(body: Any) -> bool:
+    """Whether an error (a 5xx or a 429 the client would retry) refuses the request itself:
+    the `tools` parameter, its length, its shape. Sending it again only costs time."""
+    text = body if isinstance(body, str) else _text_of(body)
+    return refuses_tools(body) or error_detail(body)[1] or bool(_INVALID_REQUEST.search(text))
 
 
 def _text_of(body: Any) -> str:
