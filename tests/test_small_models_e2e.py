@@ -306,3 +306,32 @@ def test_auto_recognises_a_refused_tools_parameter_and_does_not_retry_it(
     assert turn["stopReason"] == "end_turn"
     assert chunks(turn["updates"]).endswith("in text")
     assert ["tools" in r.body for r in fake_llm.requests] == [True, False]
+
+
+# ------------------------------------------------------------------ 3. refused before asked
+
+
+@pytest.mark.parametrize(
+    ("call", "reason"),
+    [
+        (Call("write_file", {"path": "a.txt", "content": "new\n"}), "you have not read it"),
+        (
+            Call("edit_file", {"path": "a.txt", "old_string": "gone", "new_string": "x"}),
+            "was not found",
+        ),
+    ],
+)
+def test_a_change_heron_would_refuse_is_refused_before_the_permission_question(
+    heron, fake_llm, workspace, call, reason
+):
+    """Not after the user approved the diff: the question is never asked."""
+    Path(workspace, "a.txt").write_text("old\n")
+    fake_llm.script(tool_calls(call), text("I will read it first."))
+    client = heron("--mode", "ask")
+    turn = client.prompt(client.new_session(workspace), "change a.txt")
+    assert turn["stopReason"] == "end_turn"
+    asked = [r for r in client.agent_requests if r.method == "session/request_permission"]
+    assert asked == []
+    assert list(statuses(turn["updates"]).values()) == ["failed"]
+    assert Path(workspace, "a.txt").read_text() == "old\n"
+    assert reason in fake_llm.requests[1].body["messages"][-1]["content"]

@@ -150,6 +150,9 @@ class ToolCalls:
                 raw_input=raw_args,
             )
         )
+        if preview.refused:  # the tool knows already that it would refuse: nothing to ask
+            self.fail(call_id, preview.refused)
+            raise Refused(preview.refused)
         if session.mode == "auto" and tool.sandboxed(args) and (notice := session.sandbox.notice()):
             self.updates.say(notice)  # once: no sandbox here, or one without network rules
         try:
