@@ -49,6 +49,23 @@ class ModelFailure(TurnFailed):
     """The model request failed (`__cause__` is the `agent.llm.LLMError`)."""
 
 
+class WindowTooSmall(TurnFailed):
+    """The server's context window cannot hold Heron's own instructions and tools and still
+    leave room for a conversation: said plainly, before a request that cannot work."""
+
+    def __init__(self, window: int, needed: int) -> None:
+        larger = 8192
+        while larger < 3 * needed:
+            larger *= 2
+        super().__init__(
+            f"This model server's context is {window:,} tokens; Heron's instructions and tools "
+            f"need about {round(needed, -2):,} of them, which leaves no room for the "
+            f"conversation. Start the server with a larger context (e.g. `-c {larger}` for "
+            f"llama.cpp's llama-server, `num_ctx` {larger} for Ollama), or use a model with a "
+            "larger one."
+        )
+
+
 class Refused(Exception):
     """A tool call may not run; the message is what the model is told."""
 

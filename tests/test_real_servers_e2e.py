@@ -193,3 +193,39 @@ def test_gemmas_alternation_error_is_readable_and_the_session_goes_on(heron, fak
         "assistant",
         "user",
     ]
+
+
+def test_a_first_request_refused_at_2048_tokens_says_the_window_is_too_small(
+    heron, fake_llm, workspace
+):
+    """The server did not say its window up front; its refusal of Heron's very first request
+    names both sizes, which show Heron's own part cannot fit: said plainly, once."""
+    fake_llm.script(replay(XLLAMACPP / "error-400-exceed-context-2048-first-request.json"))
+    client = heron()
+    with pytest.raises(RpcError) as err:
+        client.prompt(client.new_session(workspace), "hi")
+    message = err.value.message
+    assert "context is 2,048 tokens" in message and "-c 8192" in message
+    assert "instructions and tools need about 2,600" in message
+    assert len(fake_llm.requests) == 1  # not retried: nothing Heron can cut would fit
+
+
+def test_a_paste_refused_at_4096_tokens_is_cut_to_the_count_the_server_named(
+    heron, fake_llm, workspace
+):
+    """The captured refusal: 8,088 tokens for a 4,096-token window. Heron cuts the paste by
+    the server's count (not characters) and the retry fits the window."""
+    fake_llm.script(
+        replay(XLLAMACPP / "error-400-exceed-context-4096.json"), text("It is a long log.")
+    )
+    # About 24,000 characters: with Heron's ~11,000 the request the capture refused (8,088).
+    paste = "BEGIN\n" + "2026-11-27 07:17:01 INFO worker 3 finished job 1234 in 52 ms\n" * 380
+    client = heron()
+    turn = client.prompt(client.new_session(workspace), "what does this log say?\n" + paste)
+    assert turn["stopReason"] == "end_turn", turn
+    assert said(turn["updates"]).endswith("It is a long log.")
+    assert "the model reads its start and its end" in said(turn["updates"])
+    first, retry = fake_llm.requests
+    assert first.status == 200 and retry.status == 200  # the capture answered the first
+    assert retry.prompt_tokens <= 4096 * 0.85, retry.prompt_tokens  # as the fake counts
+    assert retry.body["messages"][-1]["content"].startswith("what does this log say?\nBEGIN")

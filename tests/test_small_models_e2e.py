@@ -335,3 +335,79 @@ def test_a_change_heron_would_refuse_is_refused_before_the_permission_question(
     assert list(statuses(turn["updates"]).values()) == ["failed"]
     assert Path(workspace, "a.txt").read_text() == "old\n"
     assert reason in fake_llm.requests[1].body["messages"][-1]["content"]
+
+
+# ------------------------------------------------------------------- 4. windows smaller than asked
+
+DENSE = "x=1;y=22;z=[3,4];"  # about 1.2 characters a token as the fake counts (SmolLM2: 1.8)
+
+
+def llama_server(fake_llm, window: int, tools: bool = False) -> None:
+    """The fake as llama-server with a `window`-token context, told in `/props`."""
+    fake_llm.window = window
+    fake_llm.props = {
+        "default_generation_settings": {"n_ctx": window},
+        "chat_template_caps": {"supports_tools": tools},
+        "total_slots": 1,
+    }
+    fake_llm.before_script = lambda body: (
+        text("The user pasted a config and asked about it.") if is_summary_request(body) else None
+    )
+
+
+def is_summary_request(body: dict[str, Any]) -> bool:
+    return "You summarize a coding session" in str(body["messages"][0].get("content"))
+
+
+def test_a_paste_larger_than_the_window_is_cut_for_the_model_not_for_the_user(
+    heron, fake_llm, workspace
+):
+    """A 4,096-token window and a paste of about 17,000 tokens: the model reads its start and
+    end (the user is told), the request fits, and the session goes on; the transcript that
+    session/load replays keeps all of it."""
+    llama_server(fake_llm, 4096)
+    fake_llm.script(text("hello"), text("It is a config."), text("Yes."), text("Fine."))
+    client = heron()
+    session_id = client.new_session(workspace)
+    client.prompt(session_id, "hi")
+    paste = "BEGIN " + DENSE * 1200 + " END"
+    turn = client.prompt(session_id, "what is this?\n" + paste)
+    assert turn["stopReason"] == "end_turn", turn
+    assert "It is a config." in chunks(turn["updates"])
+    assert "the model reads its start and its end" in chunks(turn["updates"])
+    refused = [r for r in fake_llm.requests if r.status != 200]
+    assert len(refused) <= 1  # at most once, before Heron knew how the server counts
+    answered = [r for r in fake_llm.requests if r.status == 200 and not is_summary_request(r.body)]
+    sent = answered[-1].body["messages"][-1]["content"]
+    assert "what is this?\nBEGIN " in sent and sent.endswith(" END")
+    assert "characters left out" in sent
+    # The session is not broken: the next prompts fit, summaries included.
+    for prompt in ("and now?", "thanks"):
+        assert client.prompt(session_id, prompt)["stopReason"] == "end_turn"
+    assert [r.status for r in fake_llm.requests[-2:]] == [200, 200]
+    assert all(r.status == 200 for r in fake_llm.requests if is_summary_request(r.body))
+    # What the user sent stays whole in the transcript.
+    client.kill()
+    client = heron()
+    load = client.request_async(
+        "session/load", {"sessionId": session_id, "cwd": workspace, "mcpServers": []}
+    )
+    load.result(timeout=30)
+    replayed = "".join(
+        u["content"]["text"] for u in load.updates() if u["sessionUpdate"] == "user_message_chunk"
+    )
+    assert paste in replayed
+
+
+def test_a_window_smaller_than_herons_own_prompt_is_said_before_the_first_request(
+    heron, fake_llm, workspace
+):
+    llama_server(fake_llm, 2048)
+    client = heron()
+    with pytest.raises(RpcError) as err:
+        client.prompt(client.new_session(workspace), "hi")
+    message = err.value.message
+    assert "context is 2,048 tokens" in message
+    assert "instructions and tools need about" in message and "-c 8192" in message
+    assert "new session" not in message
+    assert fake_llm.requests == []  # nothing was sent that could not work

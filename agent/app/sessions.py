@@ -216,7 +216,7 @@ async def _context_meter(session: Session) -> dict[str, Any]:
     first time in a process the model client is still being imported, and a local server
     may be down): else from the table, and the next prompt's update has the server's."""
     # Here, not at the top: the store's methods are imported before `session/new`.
-    from agent.context.usage import context_size, estimate_tokens, known_window
+    from agent.context.usage import chars_per_token, context_size, estimate_tokens, known_window
 
     settings = session.settings
     asked: list[int] = []
@@ -230,7 +230,8 @@ async def _context_meter(session: Session) -> dict[str, Any]:
     with anyio.move_on_after(METER_WAIT):
         await answered.wait()
     size = asked[0] if asked else settings.context_window or known_window(settings.model)
-    return {"sessionUpdate": "usage_update", "used": estimate_tokens(session.history), "size": size}
+    used = estimate_tokens(session.history, chars_per_token(settings))
+    return {"sessionUpdate": "usage_update", "used": used, "size": size}
 
 
 def _readable(stored: StoredSession | None, session_id: str, failure: str | None) -> StoredSession:

@@ -17,9 +17,10 @@ from agent.commands import pickers
 from agent.commands.catalog import commands_of, user_folder
 from agent.commands.parse import Invocation, text_block
 from agent.commands.undo import run_undo
+from agent.context.compaction import Budget
 from agent.context.compaction import compact as compact_history
 from agent.context.prompt import system_prompt
-from agent.context.usage import context_size
+from agent.context.usage import FIXED, HISTORY, chars_per_token, context_size, estimate_tokens
 from agent.llm import LLMError
 
 if TYPE_CHECKING:
@@ -90,9 +91,18 @@ async def compact(turn: Conversation, call: Invocation) -> StopReason:
         turn.updates.say("Nothing to compact: the conversation has no earlier messages yet.")
         return "end_turn"
     window = await context_size(session.settings, session.context_limit)
+    # What the next request sends besides the history: the system prompt and the tools.
+    prompt = await system_prompt(session.cwd, confine=session.mode != "full-access")
+    system = {"role": "system", "content": prompt}
+    fixed_per_token = chars_per_token(session.settings, FIXED)
+    fixed = estimate_tokens([system, *session.tool_specs()], fixed_per_token)
     try:
         compacted = await compact_history(
-            session.settings, session.history, window, focus=call.arguments or None, whole=True
+            session.settings,
+            session.history,
+            Budget(window, fixed, chars_per_token(session.settings, HISTORY)),
+            focus=call.arguments or None,
+            whole=True,
         )
     except LLMError as exc:
         turn.updates.say(f"The conversation could not be compacted: {exc}")
@@ -100,15 +110,13 @@ async def compact(turn: Conversation, call: Invocation) -> StopReason:
     if compacted is None:
         turn.updates.say("Nothing to compact: the conversation has no earlier messages yet.")
         return "end_turn"
-    session.history, summarized, _ = compacted
+    session.history = compacted.history
     focus = f", focused on “{call.arguments}”" if call.arguments else ""
-    turn.updates.say(f"Compacted the conversation: {summarized} messages are now a summary{focus}.")
-    turn.updates.checkpoint()
-    # What the next request sends: the system prompt and the tools as well as the summary.
-    prompt = await system_prompt(session.cwd, confine=session.mode != "full-access")
-    await turn.updates.report_usage(
-        None, [{"role": "system", "content": prompt}, *session.history], ""
+    turn.updates.say(
+        f"Compacted the conversation: {compacted.summarized} messages are now a summary{focus}."
     )
+    turn.updates.checkpoint()
+    await turn.updates.report_usage(None, [system, *session.history], "")
     return "end_turn"
 
 

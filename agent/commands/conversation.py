@@ -27,6 +27,9 @@ class ConversationState(CommandHost, OptionHolder, Protocol):
     @property
     def undo(self) -> UndoJournal: ...
 
+    def tool_specs(self) -> list[dict[str, Any]]:
+        """The tools a request sends (they count in the window)."""
+
     async def store_ready(self) -> None: ...
 
 

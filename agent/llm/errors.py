@@ -40,6 +40,21 @@ _CONTEXT_SIZES = (
     # "Reached context length of 4096 tokens with model…".
     re.compile(r"context length of (?:only )?(\d+) tokens"),
 )
+# The size of the refused prompt, in tokens, in each server's words: llama-server
+# ("request (8088 tokens) exceeds…", `n_prompt_tokens`), OpenAI and llama-cpp-python ("you
+# requested 25014 tokens (25014 in the messages, …)": the messages' part, not the completion's),
+# OpenAI's newer "your messages resulted in N tokens", vLLM ("The prompt (total length N)",
+# "Prompt length of N"), LM Studio ("Trying to keep the first N tokens").
+_PROMPT_SIZES = (
+    re.compile(r"request \((\d+) tokens\) exceeds"),
+    re.compile(r"n_prompt_tokens\\?\"?\s*:\s*(\d+)"),
+    re.compile(r"(\d+) in the messages"),
+    re.compile(r"messages resulted in (\d+) tokens"),
+    re.compile(r"you requested (\d+) tokens", re.IGNORECASE),
+    re.compile(r"prompt \(total length (\d+)\)", re.IGNORECASE),
+    re.compile(r"prompt length of (\d+)", re.IGNORECASE),
+    re.compile(r"keep the first (\d+) tokens"),
+)
 # Servers refusing the `tools` parameter, in their words: vLLM without
 # --enable-auto-tool-choice ('"auto" tool choice requires --enable-auto-tool-choice…'), Ollama
 # ("… does not support tools"), llama-server without --jinja ("tools param requires --jinja
@@ -111,6 +126,17 @@ def context_size_in(body: Any) -> int | None:
     return None
 
 
+def prompt_tokens_in(body: Any) -> int | None:
+    """The refused prompt's size (tokens) an overflow error names, if it names one."""
+    text = body if isinstance(body, str) else _text_of(body)
+    for pattern in _PROMPT_SIZES:
+        if match := pattern.search(text):
+            size = int(match.group(1))
+            if size > 0:
+                return size
+    return None
+
+
 def refuses_tools(body: Any) -> bool:
     """Whether an error body says the server cannot take the `tools` parameter (its words, or
     OpenAI's `"param": "tools"`)."""
@@ -139,13 +165,16 @@ def _text_of(body: Any) -> str:
         return str(body)
 
 
-def context_error(detail: str, size: int | None = None) -> ContextTooLong:
+def context_error(body: Any, detail: str) -> ContextTooLong:
     return ContextTooLong(
         "The conversation no longer fits the model's context window: "
         + then(
-            detail, "Start a new session, or use a model (or server setting) with a larger context."
+            detail,
+            "Send the prompt again (Heron compacts the conversation to the size the server "
+            "named), or use a model or server setting with a larger context.",
         ),
-        size,
+        context_size_in(body),
+        prompt_tokens_in(body),
     )
 
 
@@ -160,7 +189,7 @@ def tools_refused_error(status: int, body: Any, settings: Settings) -> ToolsRefu
 def status_error(status: int, body: Any, settings: Settings) -> LLMError:
     detail, too_long = error_detail(body)
     if too_long:
-        return context_error(detail, context_size_in(body))
+        return context_error(body, detail)
     if status == 401:
         return LLMError(
             f"The model server at {where(settings)} rejected the API key (401): "
@@ -182,7 +211,7 @@ def stream_error(body: Any) -> LLMError:
     """An error the server reported inside a 200 stream."""
     detail, too_long = error_detail(body)
     if too_long:
-        return context_error(detail, context_size_in(body))
+        return context_error(body, detail)
     return LLMError(f"The model server reported an error mid-answer: {detail}")
 
 

@@ -26,6 +26,7 @@ from agent.acp.protocol import (
 )
 from agent.context.history import note_unanswered
 from agent.context.prompt import system_prompt, user_message
+from agent.context.usage import chars_per_token
 from agent.errors import ConfigBroken, NotConfigured
 from agent.store.replay import user_link_update
 from agent.turn.calls import ToolCalls
@@ -53,6 +54,7 @@ class Turn:
             window=partial(context_window, session),
             drain=session.connection.drain,
             tool_specs=session.tool_specs,
+            per_token=lambda: chars_per_token(session.settings),
         )
         self.calls = ToolCalls(session, self.updates, scope)
         self.model = Model(session, self.updates, self.calls)
