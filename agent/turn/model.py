@@ -162,7 +162,7 @@ class Model:
         per_token = chars_per_token(self.session.settings, FIXED, cautious=False)
         needed = estimate_tokens(self.fixed_parts(), per_token)
         if needed + MIN_ROOM > window:
-            raise WindowTooSmall(window, needed)
+            raise WindowTooSmall(window, needed, window == self.session.settings.context_window)
 
     async def compact_history(self, force: bool) -> bool:
         """Replace the older history with a summary (agent.context.compaction); True if it did."""
@@ -303,7 +303,11 @@ class Model:
                 {
                     "id": call_id,
                     "type": "function",
-                    "function": {"name": call.name, "arguments": _json_or_wrapped(call.arguments)},
+                    # A block Heron could not read has no name; servers refuse an empty one.
+                    "function": {
+                        "name": call.name or "tool_call",
+                        "arguments": _json_or_wrapped(call.arguments),
+                    },
                 }
                 for call_id, call in calls
             ]
