@@ -35,8 +35,8 @@ from agent.llm import ContextTooLong, TextDelta, stream_chat
 log = logging.getLogger("heron.compaction")
 
 COMPACT_AT = 0.8  # of the context window
-KEEP_SHARE = 0.3  # of the room for the history, at most, kept word for word
-SUMMARY_SHARE = 0.2  # of the room for the history, at most, for the summary
+KEEP_SHARE = 0.2  # of the room for the history, at most, kept word for word
+SUMMARY_SHARE = 0.15  # of the room for the history, at most, for the summary
 # Of the room, at most, a compaction may leave filled, so that the next turns fit before the
 # next one: shortening huge messages alone must get there, or the older part is summarized too.
 AFTER_SHARE = 0.8
