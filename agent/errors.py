@@ -65,6 +65,28 @@ class ModelFailure(TurnFailed):
     """The model request failed (`__cause__` is the `agent.llm.LLMError`)."""
 
 
+class WindowTooSmall(TurnFailed):
+    """The server's context window cannot hold Heron's own instructions and tools and still
+    leave room for a conversation: said plainly, before a request that cannot work."""
+
+    def __init__(self, window: int, needed: int, setting: bool = False) -> None:
+        """`setting`: the window is the `context_window` setting's, not the server's."""
+        larger = 8192
+        while larger < 3 * needed:
+            larger *= 2
+        whose = "The context_window setting is" if setting else "This model server's context is"
+        fix = (
+            f"Raise context_window (e.g. to {larger}) if the server allows it"
+            if setting
+            else f"Start the server with a larger context (e.g. `-c {larger}` for llama.cpp's "
+            f"llama-server, `num_ctx` {larger} for Ollama), or use a model with a larger one"
+        )
+        super().__init__(
+            f"{whose} {window:,} tokens; Heron's instructions and tools need about "
+            f"{round(needed, -2):,} of them, which leaves no room for the conversation. {fix}."
+        )
+
+
 class Refused(Exception):
     """A tool call did not run, or the editor refused what it needed: `for_model` is what the
     model reads (with what to do next), `for_user` what the failed call shows the user.

@@ -212,10 +212,11 @@ class Session:
         """About how many tokens its next model request carries: the system prompt, the tools'
         definitions and the conversation. The context meter where no response counted them:
         after /compact, a load or a resume."""
-        from agent.context.usage import tokens_used
+        from agent.context.usage import FIXED, chars_per_token, estimate_tokens
 
         system = {"role": "system", "content": await self.system_prompt()}
-        return tokens_used(None, [system, *self.history], "", self.tool_specs())
+        fixed = estimate_tokens([system, *self.tool_specs()], chars_per_token(self.settings, FIXED))
+        return fixed + estimate_tokens(self.history, chars_per_token(self.settings))
 
     def start_mcp(self, entries: list[dict[str, Any]]) -> None:
         """Start the client's MCP servers in the background (session/new, load, resume)."""

@@ -8,6 +8,11 @@ consumes the next scripted response, in order.
 Streams use HTTP/1.1 chunked encoding with ``Connection: close``: chunked framing
 is what lets a client notice a connection dropped mid-body (``disconnect``), and
 one request per connection keeps shutdown and "client went away" detection simple.
+
+Besides the wire format, it can behave like a local server (fake_local.py): count tokens and
+report them with the cache's reuse, refuse requests over a context window (`window`), demand
+alternating roles (`alternation`), honour stop sequences, and write on after a tool call until
+the token limit (`writes_on`).
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TypeAlias
+
+import fake_local
 
 __all__ = [
     "Call",
@@ -375,6 +382,11 @@ class Recorded:
     path: str
     headers: dict[str, str]
     body: Any
+    # Chat requests: the prompt's size in the fake's tokens (fake_local.count_tokens), how many
+    # of them the previous request's cache covered, and the status the fake answered with.
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    status: int = 200
 
     @property
     def model(self) -> Any:
@@ -435,6 +447,18 @@ class FakeOpenAI:
         # native tool calling; `as_text_calls`), so native scenarios run in text mode too.
         self.text_tool_calls = False
         self.text_call_ids: list[str] = []  # the ids of the calls written as text, in order
+        # Like a local server (fake_local.py): refuse a request over this many tokens with
+        # llama-server's error body, and end an answer that would overflow it (`length`).
+        self.window: int | None = None
+        # Refuse messages whose roles do not alternate, with the body Gemma's template gave.
+        self.alternation = False
+        # A text answer with a `<tool_call>` goes on after it (an imitated result, more text)
+        # until a stop sequence, max_tokens, the window or WRITE_ON_TOKENS ends it.
+        self.writes_on = False
+        # Asked before the script: a response it returns answers the request without using
+        # up a scripted one (e.g. the summary requests of compaction); None: the script's.
+        self.before_script: Callable[[dict[str, Any]], Response | None] | None = None
+        self._last_prompt = ""  # the last prompt evaluated: what the one slot's cache holds
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self._server.daemon_threads = True
         self._server.fake = self  # type: ignore[attr-defined]
@@ -506,7 +530,12 @@ class FakeOpenAI:
                 return self._script.popleft()
             return None
 
-    def _refusal(self, body: dict[str, Any]) -> Error | None:
+    def _refusal(self, body: dict[str, Any], tokens: int) -> Error | Raw | None:
+        if self.alternation and not fake_local.roles_alternate(body.get("messages") or []):
+            return Raw(fake_local.ROLES_MUST_ALTERNATE, 400, "application/json")
+        if self.window is not None and tokens > self.window:
+            answer = fake_local.exceed_context_size(tokens, self.window)
+            return Raw(json.dumps(answer).encode(), 400, "application/json")
         if self.rejects_audio and _has_audio(body):
             return error(400, "Invalid content part type. Supported: text, image_url.")
         for name, style in self.reject_fields.items():
@@ -528,6 +557,46 @@ class FakeOpenAI:
                 code="unsupported_parameter",
             )
         return None
+
+    def _as_served(self, response: Streamed, body: dict[str, Any]) -> Streamed:
+        """The answer as a local server sends it: written on after a text tool call
+        (`writes_on`), cut at a stop sequence, and at max_tokens or the end of the window."""
+        deltas, finish = list(response.deltas), response.finish
+        if self.writes_on:
+            deltas = fake_local.written_on(deltas)
+        deltas, finish = fake_local.stopped(deltas, finish, body.get("stop"))
+        limits = [body["max_tokens"]] if isinstance(body.get("max_tokens"), int) else []
+        if self.window is not None:
+            limits.append(self.window - fake_local.count_tokens(fake_local.rendered(body)))
+        if self.writes_on:
+            limits.append(fake_local.WRITE_ON_TOKENS)
+        if limits:
+            deltas, finish = fake_local.limited(deltas, finish, min(limits))
+        if (tuple(deltas), finish) == (response.deltas, response.finish):
+            return response
+        return Streamed(
+            tuple(deltas),
+            finish,
+            response.delay,
+            response.usage,
+            response.comment,
+            response.null_fields,
+        )
+
+    def _usage(self, response: Streamed, recorded: Recorded) -> dict[str, Any]:
+        """What the server counted: the prompt, the answer, the prefix its cache reused."""
+        answer = "".join(
+            (d.get("content") or "") + json.dumps(d.get("tool_calls") or "")
+            for d in response.deltas
+        )
+        prompt_tokens, cached = recorded.prompt_tokens, recorded.cached_tokens
+        completion = fake_local.count_tokens(answer)
+        return {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion,
+            "total_tokens": prompt_tokens + completion,
+            "prompt_tokens_details": {"cached_tokens": cached},
+        }
 
     def _note_client_gone(self) -> None:
         with self._lock:
@@ -553,6 +622,7 @@ def _shutdown(sock: socket.socket) -> None:
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: Any
+    recorded: Recorded | None = None  # the chat request being answered
 
     @property
     def fake(self) -> FakeOpenAI:
@@ -615,13 +685,23 @@ class _Handler(BaseHTTPRequestHandler):
             # Not consumed from the script: Heron is expected to always stream.
             self.fake._record(self._recorded(body), chat=False)
             return self._send_error(error(400, "fake: streaming is required (stream: true)"))
-        refusal = self.fake._refusal(body)
+        self.recorded = recorded = self._recorded(body)
+        prompt = fake_local.rendered(body)
+        recorded.prompt_tokens = fake_local.count_tokens(prompt)
+        refusal = self.fake._refusal(body, recorded.prompt_tokens)
         if refusal is not None:
-            self.fake._record(self._recorded(body), chat=True, consume=False)
-            self._send_error(refusal)
+            recorded.status = refusal.status
+            self.fake._record(recorded, chat=True, consume=False)
+            self._respond(refusal, body)
             self.close_connection = True
             return None
-        response = self.fake._record(self._recorded(body), chat=True)
+        with self.fake._lock:
+            recorded.cached_tokens = fake_local.shared_tokens(self.fake._last_prompt, prompt)
+            self.fake._last_prompt = prompt
+        early = self.fake.before_script(body) if self.fake.before_script else None
+        response = early or self.fake._record(recorded, chat=True, consume=early is None)
+        if early is not None:
+            self.fake._record(recorded, chat=True, consume=False)
         if self.fake.strict and (problem := _strict_problem(raw, body)):
             response = error(500, problem, type="internal_server_error")
         try:
@@ -655,7 +735,10 @@ class _Handler(BaseHTTPRequestHandler):
                 ids = re.findall(r'"id": "([^"]*)"}\n</tool_call>', written)
                 with self.fake._lock:
                     self.fake.text_call_ids.extend(ids)
-            return self._stream(_events(response, body), response.delay, comment=response.comment)
+            response = self.fake._as_served(response, body)
+            counted = self.fake._usage(response, self.recorded) if self.recorded else None
+            events = _events(response, body, counted)
+            return self._stream(events, response.delay, comment=response.comment)
         if isinstance(response, Disconnect):
             events = _events(response.after, body)[: response.chunks]
             self._stream(events, response.after.delay, end=False)
@@ -777,8 +860,11 @@ def _strict_problem(raw: bytes, body: dict[str, Any]) -> str | None:
     return None
 
 
-def _events(resp: Streamed, body: dict[str, Any]) -> list[str]:
-    """SSE data payloads for a stream, exactly as OpenAI would send them for ``body``."""
+def _events(
+    resp: Streamed, body: dict[str, Any], counted: dict[str, Any] | None = None
+) -> list[str]:
+    """SSE data payloads for a stream, exactly as OpenAI would send them for ``body``;
+    ``counted`` is the usage reported unless the response scripts its own."""
     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
     base = {
         "id": "chatcmpl-fake",
@@ -802,11 +888,15 @@ def _events(resp: Streamed, body: dict[str, Any]) -> list[str]:
     events.append(chunk({}, resp.finish))
     if include_usage:
         completion = len(resp.deltas)
-        usage = resp.usage or {
-            "prompt_tokens": 10,
-            "completion_tokens": completion,
-            "total_tokens": 10 + completion,
-        }
+        usage = (
+            resp.usage
+            or counted
+            or {
+                "prompt_tokens": 10,
+                "completion_tokens": completion,
+                "total_tokens": 10 + completion,
+            }
+        )
         events.append(json.dumps({**base, "choices": [], "usage": usage}))
     events.append("[DONE]")
     return events

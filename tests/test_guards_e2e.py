@@ -108,7 +108,11 @@ def test_herons_own_config_asks_in_accept_edits_when_the_workspace_holds_it(
     (config / "commands").mkdir(parents=True)
     path = config / target
     path.write_text("# the user's\n")
-    edit = Call("write_file", {"path": f".config/heron/{target}", "content": 'mode = "x"\n'})
+    # An edit that applies (a write over a file not read is refused before any question).
+    edit = Call(
+        "edit_file",
+        {"path": f".config/heron/{target}", "old_string": "# the user's", "new_string": "x = 1"},
+    )
     fake_llm.script(tool_calls(edit), text("ok"))
     client = heron("--mode", "accept-edits", fs_root=str(heron_home))
     client.permission = "reject_once"

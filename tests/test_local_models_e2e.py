@@ -12,16 +12,20 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import fake_local
 import pytest
 from acp_client import RpcError
 from conftest import _heron_executable, heron_env
 from fake_openai import Call, Raw, text, tool_calls
 
 CAPTURES = Path(__file__).parent / "data" / "real-servers"
+JSON = "application/json"
 LLAMA_SERVER = CAPTURES / "llama-server-0c1e570"
 LLAMA_CPP_PYTHON = CAPTURES / "llama-cpp-python-0.3.36"
 COMPACT_AT = 0.8  # agent.context.compaction: a request must fit under this share of the window
@@ -56,6 +60,23 @@ def usage_sizes(updates: list[dict[str, Any]]) -> list[int]:
 # ------------------------------------------------------------------ 1. the real context size
 
 
+def refused_for_its_length(path: Path) -> Callable[[dict[str, Any]], Raw]:
+    """The captured overflow error, in that server's words, with the numbers of the request
+    it refuses (the fake's own count): a server names the prompt it was sent."""
+    captured = path.read_text()
+
+    def answer(body: dict[str, Any]) -> Raw:
+        counted = fake_local.count_tokens(fake_local.rendered(body))
+        return Raw(re.sub(r"\b25(256|014)\b", str(counted), captured).encode(), 400, JSON)
+
+    return answer
+
+
+def summaries(body: dict[str, Any]) -> Any:
+    """The fake's answer to Heron's summary requests, apart from the scripted ones."""
+    return text("summary of the work so far") if "You summarize" in str(body["messages"]) else None
+
+
 @pytest.mark.parametrize(
     "overflow",
     [
@@ -64,16 +85,15 @@ def usage_sizes(updates: list[dict[str, Any]]) -> list[int]:
     ],
 )
 def test_an_overflow_names_the_size_and_the_retry_fits_it(heron, fake_llm, workspace, overflow):
-    """The captured error names 8192 tokens: the retry (and the next turn) fit under
-    COMPACT_AT of 8192, not of the 128000 Heron assumed."""
-    long = "word " * 2400  # 12000 characters, about 3000 tokens
+    """The error names 8192 tokens and what the request took: the retry (and the next turn)
+    fit under COMPACT_AT of 8192, not of the 128000 Heron assumed."""
+    long = "word " * 2400  # 12000 characters, about 2400 tokens as the fake counts
+    fake_llm.before_script = summaries
     fake_llm.script(
         text("ok one"),
         text("ok two"),
-        capture(overflow),  # 8192 tokens
-        text("summary of the work so far"),
+        refused_for_its_length(overflow),
         text("ok three"),
-        text("summary again"),
         text("ok four"),
     )
     client = heron()
@@ -84,15 +104,17 @@ def test_an_overflow_names_the_size_and_the_retry_fits_it(heron, fake_llm, works
     assert turn["stopReason"] == "end_turn"
     assert "ok three" in "".join(chunks(turn["updates"]))
     assert usage_sizes(turn["updates"])[-1] == 8192
-    retry = fake_llm.requests[4]
-    assert not is_summary_request(retry)
-    assert tokens(retry) <= COMPACT_AT * 8192, tokens(retry)
+    main = [r for r in fake_llm.requests if not is_summary_request(r)]
+    assert main[2].prompt_tokens > 8192  # refused
+    retry = main[3]
+    assert retry.prompt_tokens <= COMPACT_AT * 8192, retry.prompt_tokens
     assert "three word" in json.dumps(retry.body["messages"])  # the request itself stays
     # Remembered: the next turn is compacted before it is sent, without another overflow.
     turn = client.prompt(session_id, "four " + long)
     assert "ok four" in "".join(chunks(turn["updates"]))
-    assert is_summary_request(fake_llm.requests[5])
-    assert tokens(fake_llm.requests[6]) <= COMPACT_AT * 8192
+    last = fake_llm.requests[-1]
+    assert is_summary_request(fake_llm.requests[-2])
+    assert last.prompt_tokens <= COMPACT_AT * 8192, last.prompt_tokens
     assert usage_sizes(turn["updates"])[-1] == 8192
 
 
@@ -270,15 +292,24 @@ def test_auto_uses_text_when_props_say_the_template_cannot_take_tools(heron, fak
 
 
 def test_auto_switches_when_the_model_writes_its_calls_as_text(heron, fake_llm, workspace):
+    """With `tools` sent, a block written as text never runs in that answer (issue 24: text
+    that only looks like a call, a quoted file, must not act); it fails saying why, the user
+    is told of the switch, and the model's next block, in text mode, runs."""
     Path(workspace, "a.txt").write_text("alpha\n")
-    fake_llm.script(tool_calls(Call("read_file", {"path": "a.txt"}), style="text"), text("done"))
+    block = tool_calls(Call("read_file", {"path": "a.txt"}), style="text")
+    fake_llm.script(block, block, text("done"))
     client = heron()
     turn = client.prompt(client.new_session(workspace), "read a.txt")
     assert "tools" in fake_llm.requests[0].body
-    assert list(final_statuses(turn["updates"]).values()) == ["completed"]
+    assert list(final_statuses(turn["updates"]).values()) == ["failed", "completed"]
     assert not any('"arguments"' in c for c in chunks(turn["updates"]))  # no markup shown
+    notices = [c for c in chunks(turn["updates"]) if "<tool_call> blocks" in c]
+    assert len(notices) == 1 and "wrote its tool calls as text" in notices[0]
     assert "tools" not in fake_llm.requests[1].body
-    assert "alpha" in fake_llm.requests[1].body["messages"][-1]["content"]
+    assert "written as text while the tools were offered natively" in json.dumps(
+        fake_llm.requests[1].body["messages"][-1]
+    )
+    assert "alpha" in fake_llm.requests[2].body["messages"][-1]["content"]
 
 
 def test_native_mode_sends_tools_even_to_a_template_without_them(heron, fake_llm, workspace):

@@ -9,9 +9,10 @@ import random
 import pytest
 
 from agent.context.compaction import fit, shorten, unseen_step
-from agent.llm.errors import context_size_in, refuses_tools
-from agent.textcalls.parse import BlockParser, call_of
+from agent.llm.errors import context_size_in, refuses_tools, will_not_change
+from agent.textcalls.parse import call_of
 from agent.textcalls.render import as_text
+from agent.textcalls.scan import Block, BlockScanner
 
 
 @pytest.mark.parametrize(
@@ -54,6 +55,21 @@ def test_the_context_size_named_by_an_overflow(body, size):
         ("tools param requires --jinja flag", True),
         ("Unsupported parameter: 'tools' is not supported with this model.", True),
         ('[{"type": "extra_forbidden", "loc": ["body", "tools"], "msg": "Extra inputs"}]', True),
+        # OpenAI and Azure for models without tools; OpenAI's error naming the parameter.
+        ("Unrecognized request argument supplied: tools", True),
+        (
+            '{"error": {"message": "Invalid value.", "type": "invalid_request_error", '
+            '"param": "tools", "code": null}}',
+            True,
+        ),
+        # Hosted models without function calling; TGI; serde-based servers.
+        ("Function calling is not enabled for this model", True),
+        ("deepseek-reasoner does not support Function Calling", True),
+        ("Tools are not supported for this model", True),
+        ("unknown field `tools`, expected one of `messages`, `model`", True),
+        # Not about tools: a context overflow, a busy server.
+        ("This model's maximum context length is 8192 tokens.", False),
+        ("The server is overloaded, try again later", False),
         # llama-cpp-python's 500 for a null content names the tool message class: not a refusal.
         ("'loc': ('body', 'messages', 2, 'ChatCompletionRequestToolMessage', 'role')", False),
     ],
@@ -70,14 +86,14 @@ def test_blocks_split_anywhere_come_out_whole_and_the_text_around_them_too():
     )
     rng = random.Random(7)
     for _ in range(200):
-        parser, out, at = BlockParser(), [], 0
+        parser, out, at = BlockScanner(), [], 0
         while at < len(answer):
             step = rng.randint(1, 9)
             out += parser.feed(answer[at : at + step])
             at += step
         out += parser.finish()
         text = "".join(p for p in out if isinstance(p, str))
-        blocks = [p[0] for p in out if isinstance(p, list)]
+        blocks = [p.body for p in out if isinstance(p, Block)]
         assert text == "Sure <b>.\n\n\nand <tool_c"  # (the turn drops blank lines after blocks)
         calls = [call_of(b, i) for i, b in enumerate(blocks)]
         assert [(c.name, json.loads(c.arguments)) for c in calls] == [
@@ -148,7 +164,7 @@ def test_the_unseen_step_and_shortening():
 def test_a_long_block_streamed_finely_is_parsed_whole():
     content = "z" * 200_000
     answer = json.dumps({"name": "write_file", "arguments": {"path": "a", "content": content}})
-    parser, out = BlockParser(), []
+    parser, out = BlockScanner(), []
     out += parser.feed("before <tool_")
     out += parser.feed("call>")
     for at in range(0, len(answer), 3):  # tens of thousands of deltas: linear, not quadratic
@@ -156,13 +172,30 @@ def test_a_long_block_streamed_finely_is_parsed_whole():
     out += parser.feed("</tool_")
     out += parser.feed("call> after")
     out += parser.finish()
-    blocks = [p[0] for p in out if isinstance(p, list)]
+    blocks = [p.body for p in out if isinstance(p, Block)]
     assert blocks == [answer]
     assert "".join(p for p in out if isinstance(p, str)) == "before  after"
 
 
 def test_a_block_left_open_at_the_end_still_counts():
-    parser = BlockParser()
+    parser = BlockScanner()
     out = parser.feed('<tool_call>{"name": "grep", "arguments": {"pattern": "x"}}</tool_')
     out += parser.finish()
-    assert out == [['{"name": "grep", "arguments": {"pattern": "x"}}']]
+    assert out == [Block('{"name": "grep", "arguments": {"pattern": "x"}}', closed=False)]
+
+
+@pytest.mark.parametrize(
+    ("body", "final"),
+    [
+        ('{"error":{"code":500,"message":"tools param requires --jinja flag"}}', True),
+        ("1 validation error for ChatCompletionRequest", True),  # the request's own shape
+        (
+            '{"error": {"message": "request (8088 tokens) exceeds the available context size"}}',
+            True,
+        ),
+        ("The server is overloaded, try again later", False),
+        ("upstream connect error or disconnect/reset before headers", False),
+    ],
+)
+def test_a_refusal_that_will_not_change_is_not_retried(body, final):
+    assert will_not_change(body) is final

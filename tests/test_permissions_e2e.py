@@ -357,7 +357,8 @@ def test_full_access_asks_nothing(heron, fake_llm, workspace, tmp_path):
 )
 def test_a_path_outside_the_workspace_asks(heron, fake_llm, workspace, tmp_path, mode, tool, args):
     outside = tmp_path / "outside.txt"
-    outside.write_text("o\n")
+    if tool != "write_file":  # over a file it has not read, a write is refused before asking
+        outside.write_text("o\n")
     args = {
         k: v.format(outside=outside, outside_dir=tmp_path) if isinstance(v, str) else v
         for k, v in args.items()
@@ -368,11 +369,10 @@ def test_a_path_outside_the_workspace_asks(heron, fake_llm, workspace, tmp_path,
     turn = client.prompt(client.new_session(workspace), "go")
     assert asked_ids(client) == ["c"]
     assert statuses(turn["updates"], "c") == ["pending", "failed"]
-    assert outside.read_text() == "o\n"
+    assert outside.read_text() == "o\n" if tool != "write_file" else not outside.exists()
 
 
 def test_allow_always_inside_does_not_cover_outside(heron, fake_llm, workspace, tmp_path):
-    Path(workspace, "a.txt").write_text("one\n")
     outside = tmp_path / "outside.txt"
     fake_llm.script(
         tool_calls(Call("write_file", {"path": "a.txt", "content": "two\n"}, id="w1")),
@@ -395,8 +395,8 @@ def test_a_symlink_out_of_the_workspace_counts_as_outside(
     secret_dir.mkdir()
     (secret_dir / "secret.txt").write_text("secret\n")
     Path(workspace, "link").symlink_to(secret_dir)
-    if tool == "write_file":
-        call = Call("write_file", {"path": "link/secret.txt", "content": "pwned\n"}, id="c")
+    if tool == "write_file":  # a new file: over one not read, the write is refused unasked
+        call = Call("write_file", {"path": "link/new.txt", "content": "pwned\n"}, id="c")
         mode = "accept-edits"
     else:
         call = Call("read_file", {"path": "link/secret.txt"}, id="c")
@@ -408,6 +408,7 @@ def test_a_symlink_out_of_the_workspace_counts_as_outside(
     assert asked_ids(client) == ["c"], "a path through a symlink to outside ran unasked"
     assert statuses(turn["updates"], "c") == ["pending", "failed"]
     assert (secret_dir / "secret.txt").read_text() == "secret\n"
+    assert not (secret_dir / "new.txt").exists()
 
 
 def test_ask_mode_permission_requests_carry_the_call(heron, fake_llm, workspace):

@@ -17,8 +17,9 @@ from agent.commands import pickers
 from agent.commands.catalog import commands_of, user_folder
 from agent.commands.parse import Invocation, text_block
 from agent.commands.undo import run_undo
+from agent.context.compaction import Budget
 from agent.context.compaction import compact as compact_history
-from agent.context.usage import context_size
+from agent.context.usage import FIXED, HISTORY, chars_per_token, context_size, estimate_tokens
 from agent.llm import LLMError
 from agent.options.catalog import MODE_INFO
 from agent.sandbox import available as sandbox_available
@@ -91,9 +92,17 @@ async def compact(turn: Conversation, call: Invocation) -> StopReason:
         turn.updates.say("Nothing to compact: the conversation has no earlier messages yet.")
         return "end_turn"
     window = await context_size(session.settings, session.context_limit)
+    # What the next request sends besides the history: the system prompt and the tools.
+    system = {"role": "system", "content": await session.system_prompt()}
+    fixed_per_token = chars_per_token(session.settings, FIXED)
+    fixed = estimate_tokens([system, *session.tool_specs()], fixed_per_token)
     try:
         compacted = await compact_history(
-            session.settings, session.history, window, focus=call.arguments or None, whole=True
+            session.settings,
+            session.history,
+            Budget(window, fixed, chars_per_token(session.settings, HISTORY)),
+            focus=call.arguments or None,
+            whole=True,
         )
     except LLMError as exc:
         turn.updates.say(f"The conversation could not be compacted: {exc}")
@@ -101,9 +110,11 @@ async def compact(turn: Conversation, call: Invocation) -> StopReason:
     if compacted is None:
         turn.updates.say("Nothing to compact: the conversation has no earlier messages yet.")
         return "end_turn"
-    session.history, summarized, _ = compacted
+    session.history = compacted.history
     focus = f", focused on “{call.arguments}”" if call.arguments else ""
-    turn.updates.say(f"Compacted the conversation: {summarized} messages are now a summary{focus}.")
+    turn.updates.say(
+        f"Compacted the conversation: {compacted.summarized} messages are now a summary{focus}."
+    )
     turn.updates.checkpoint()
     # What the next request sends: the system prompt and the tools as well as the summary.
     await turn.updates.report_tokens(await session.next_request_tokens())

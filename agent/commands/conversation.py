@@ -27,7 +27,13 @@ class ConversationState(CommandHost, OptionHolder, Protocol):
     @property
     def undo(self) -> UndoJournal: ...
 
+    def tool_specs(self) -> list[dict[str, Any]]:
+        """The tools a request sends (they count in the window)."""
+
     async def store_ready(self) -> None: ...
+
+    async def system_prompt(self) -> str:
+        """The system prompt its next model request carries."""
 
     async def next_request_tokens(self) -> int:
         """About what the next model request carries (`Session.next_request_tokens`)."""

@@ -26,7 +26,7 @@ log = logging.getLogger("heron.llm")
 
 # Optional request fields a server may reject (400/422 naming them): dropped and remembered
 # per endpoint, so only the first request to such a server pays for the retry.
-OPTIONAL_FIELDS = ("stream_options", "max_tokens", "reasoning_effort")
+OPTIONAL_FIELDS = ("stream_options", "max_tokens", "reasoning_effort", "stop")
 _rejected: dict[str, set[str]] = {}
 
 # One AsyncOpenAI client per endpoint (and key, timeout, retries): sessions that pick another
@@ -78,20 +78,46 @@ def _make_client(settings: Settings) -> Any:
         base_url=settings.base_url,
         timeout=settings.request_timeout,
         max_retries=settings.max_retries,
+        http_client=openai.DefaultAsyncHttpxClient(event_hooks={"response": [_final_refusals]}),
     )
 
 
+RETRIED = {408, 409, 429}  # and every 5xx: what the client sends again
+
+
+async def _final_refusals(response: Any) -> None:
+    """An answer the client would retry (a 5xx, a 429) that refuses the request itself ("tools
+    param requires --jinja flag" is a 500) is marked so the client does not send it again:
+    the same request gets the same answer, and `auto` can switch to text at once."""
+    if response.status_code < 500 and response.status_code not in RETRIED:
+        return
+    await response.aread()  # an error body: small, and the client reads it anyway
+    if errors.will_not_change(response.content):
+        log.debug(
+            "not retrying HTTP %s: the server refused the request itself", response.status_code
+        )
+        response.headers["x-should-retry"] = "false"
+
+
 def request_body(
-    settings: Settings, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    settings: Settings,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    stop: list[str] | None = None,
+    max_tokens: int | None = None,
 ) -> dict[str, Any]:
-    """What goes to the server besides `model` and `stream`; optional fields only when wanted."""
+    """What goes to the server besides `model` and `stream`; optional fields only when wanted.
+    `max_tokens`: this request's own limit (a summary's), below the setting's."""
     body: dict[str, Any] = {"messages": messages}
     if tools:
         body["tools"] = tools
+    if stop:
+        body["stop"] = stop
     # Usage lets the session see how full the context is; servers that reject it lose nothing.
     body["stream_options"] = {"include_usage": True}
-    if settings.max_tokens:
-        body["max_tokens"] = settings.max_tokens
+    limits = [n for n in (settings.max_tokens, max_tokens) if n]
+    if limits:
+        body["max_tokens"] = min(limits)
     if settings.reasoning_effort:
         body["reasoning_effort"] = settings.reasoning_effort
     for name in _rejected.get(errors.where(settings), ()):
@@ -113,7 +139,11 @@ def _serializable(body: dict[str, Any]) -> str:
 
 
 async def stream_chat(
-    settings: Settings, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    settings: Settings,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    stop: list[str] | None = None,
+    max_tokens: int | None = None,
 ) -> AsyncGenerator[LLMEvent, None]:
     client = await get_client(settings)
     import openai
@@ -123,7 +153,7 @@ async def stream_chat(
     attempts = 0
     while True:
         attempts += 1
-        body = request_body(settings, messages, tools)
+        body = request_body(settings, messages, tools, stop, max_tokens)
         text = _serializable(body)
         if log.isEnabledFor(logging.DEBUG):
             log.debug("request to %s: %s", errors.where(settings), text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from typing import Any
@@ -39,16 +40,44 @@ _CONTEXT_SIZES = (
     # "Reached context length of 4096 tokens with model…".
     re.compile(r"context length of (?:only )?(\d+) tokens"),
 )
-# Servers refusing the `tools` parameter: vLLM without --enable-auto-tool-choice ('"auto" tool
-# choice requires --enable-auto-tool-choice…'), Ollama ("… does not support tools"), llama-server
-# without --jinja ("tools param requires --jinja flag"), OpenAI-style "Unsupported parameter:
-# 'tools'", FastAPI servers that forbid extra fields (`"loc": ["body", "tools"]`).
+# The size of the refused prompt, in tokens, in each server's words: llama-server
+# ("request (8088 tokens) exceeds…", `n_prompt_tokens`), OpenAI and llama-cpp-python ("you
+# requested 25014 tokens (25014 in the messages, …)": the messages' part, not the completion's),
+# OpenAI's newer "your messages resulted in N tokens", vLLM ("The prompt (total length N)",
+# "Prompt length of N"), LM Studio ("Trying to keep the first N tokens").
+_PROMPT_SIZES = (
+    re.compile(r"request \((\d+) tokens\) exceeds"),
+    re.compile(r"n_prompt_tokens\\?\"?\s*:\s*(\d+)"),
+    re.compile(r"(\d+) in the messages"),
+    re.compile(r"messages resulted in (\d+) tokens"),
+    re.compile(r"you requested (\d+) tokens", re.IGNORECASE),
+    re.compile(r"prompt \(total length (\d+)\)", re.IGNORECASE),
+    re.compile(r"prompt length of (\d+)", re.IGNORECASE),
+    re.compile(r"keep the first (\d+) tokens"),
+)
+# Servers refusing the `tools` parameter, in their words: vLLM without
+# --enable-auto-tool-choice ('"auto" tool choice requires --enable-auto-tool-choice…'), Ollama
+# ("… does not support tools"), llama-server without --jinja ("tools param requires --jinja
+# flag", tests/data/real-servers/xllamacpp-11549/error-500-tools-param-requires-jinja.json),
+# OpenAI and Azure ("Unrecognized request argument supplied: tools", "Unsupported parameter:
+# 'tools'", `"param": "tools"`), hosted models without function calling ("Function calling is
+# not enabled for this model", "… does not support Function Calling"), TGI ("Tools are not
+# supported"), serde-based servers ("unknown field `tools`"), FastAPI servers that forbid extra
+# fields (`"loc": ["body", "tools"]`).
 _TOOLS_REFUSED = re.compile(
-    r"does not support tools|tools? (?:param(?:eter)?|calling|use|choice) "
-    r"(?:is |are )?(?:not supported|requires|not enabled)|unsupported parameter\W{0,3}tools|"
-    r"\btools\b.{0,40}(?:not supported|not permitted|extra_forbidden|Extra inputs)",
+    r"does not support (?:tools|tool[ _-]?(?:use|calling|calls)|function[ _-]?calling|functions)"
+    r"|(?:tools?|function)[ _-]?(?:param(?:eter)?|calling|calls|use|choice)s? (?:is |are )?"
+    r"(?:not supported|requires|not enabled|not available|unsupported|disabled)"
+    r"|(?:unrecognized|unsupported|unknown|unexpected|invalid) (?:request )?"
+    r"(?:argument|parameter|field|property|key)s?(?: supplied)?\W{0,4}tools\b"
+    r"|\btools\b.{0,40}(?:not supported|not permitted|not allowed|extra_forbidden|Extra inputs)"
+    r'|\[\s*"body"\s*,\s*"tools"',
     re.IGNORECASE,
 )
+# A request the server refused for what it is, not for a passing trouble: the same request
+# gets the same answer, so the client does not send it again (`will_not_change`). Pydantic's
+# dump of a request that does not validate (llama-cpp-python answers it with a 500).
+_INVALID_REQUEST = re.compile(r"\d+ validation errors?\b|Conversation roles must alternate")
 
 
 def where(settings: Settings) -> str:
@@ -97,9 +126,34 @@ def context_size_in(body: Any) -> int | None:
     return None
 
 
+def prompt_tokens_in(body: Any) -> int | None:
+    """The refused prompt's size (tokens) an overflow error names, if it names one."""
+    text = body if isinstance(body, str) else _text_of(body)
+    for pattern in _PROMPT_SIZES:
+        if match := pattern.search(text):
+            size = int(match.group(1))
+            if size > 0:
+                return size
+    return None
+
+
 def refuses_tools(body: Any) -> bool:
-    """Whether an error body says the server cannot take the `tools` parameter."""
+    """Whether an error body says the server cannot take the `tools` parameter (its words, or
+    OpenAI's `"param": "tools"`)."""
+    if isinstance(body, (str, bytes)):
+        with contextlib.suppress(ValueError):
+            body = json.loads(body)
+    error = body.get("error", body) if isinstance(body, dict) else None
+    if isinstance(error, dict) and error.get("param") == "tools":
+        return True
     return bool(_TOOLS_REFUSED.search(body if isinstance(body, str) else _text_of(body)))
+
+
+def will_not_change(body: Any) -> bool:
+    """Whether an error (a 5xx or a 429 the client would retry) refuses the request itself:
+    the `tools` parameter, its length, its shape. Sending it again only costs time."""
+    text = body if isinstance(body, str) else _text_of(body)
+    return refuses_tools(body) or error_detail(body)[1] or bool(_INVALID_REQUEST.search(text))
 
 
 def _text_of(body: Any) -> str:
@@ -111,13 +165,16 @@ def _text_of(body: Any) -> str:
         return str(body)
 
 
-def context_error(detail: str, size: int | None = None) -> ContextTooLong:
+def context_error(body: Any, detail: str) -> ContextTooLong:
     return ContextTooLong(
         "The conversation no longer fits the model's context window: "
         + then(
-            detail, "Start a new session, or use a model (or server setting) with a larger context."
+            detail,
+            "Send the prompt again (Heron compacts the conversation to the size the server "
+            "named), or use a model or server setting with a larger context.",
         ),
-        size,
+        context_size_in(body),
+        prompt_tokens_in(body),
     )
 
 
@@ -132,7 +189,7 @@ def tools_refused_error(status: int, body: Any, settings: Settings) -> ToolsRefu
 def status_error(status: int, body: Any, settings: Settings) -> LLMError:
     detail, too_long = error_detail(body)
     if too_long:
-        return context_error(detail, context_size_in(body))
+        return context_error(body, detail)
     if status == 401:
         return LLMError(
             f"The model server at {where(settings)} rejected the API key (401): "
@@ -154,7 +211,7 @@ def stream_error(body: Any) -> LLMError:
     """An error the server reported inside a 200 stream."""
     detail, too_long = error_detail(body)
     if too_long:
-        return context_error(detail, context_size_in(body))
+        return context_error(body, detail)
     return LLMError(f"The model server reported an error mid-answer: {detail}")
 
 

@@ -31,6 +31,9 @@ class RawToolCall:
     call_id: str
     name: str
     arguments: str  # JSON text as the model wrote it; may be invalid
+    # Why the call cannot run, known from how it was written (a text block cut off by the
+    # token limit, one Heron could not read): it fails with this, without asking anyone.
+    problem: str | None = None
 
 
 @dataclass
@@ -54,11 +57,15 @@ class LLMError(Exception):
 
 class ContextTooLong(LLMError):
     """The request does not fit the model's context window (the server said so). `size`: the
-    context size in tokens the server named, when it named one."""
+    context size in tokens the server named, when it named one; `prompt_tokens`: what it
+    counted for the request, when it said."""
 
-    def __init__(self, message: str, size: int | None = None) -> None:
+    def __init__(
+        self, message: str, size: int | None = None, prompt_tokens: int | None = None
+    ) -> None:
         super().__init__(message)
         self.size = size
+        self.prompt_tokens = prompt_tokens
 
 
 class ToolsRefused(LLMError):

@@ -22,6 +22,10 @@ next message, each in a <tool_response> block. Write no <tool_call> block when y
 tool; then your answer goes to the user."""
 
 
+# A well-formed call, as the model is shown it when it wrote one Heron could not read.
+EXAMPLE = '<tool_call>\n{"name": "read_file", "arguments": {"path": "README.md"}}\n</tool_call>'
+
+
 def tools_prompt(specs: list[dict[str, Any]]) -> str:
     """The tools section of the system prompt, from the OpenAI function specs; the same specs
     give the same text byte for byte (a prompt cache reuses it)."""

@@ -1,15 +1,18 @@
 """The history (kept in the native tool-call shape) as a text-mode model reads it.
 
 An assistant message's tool calls become `<tool_call>` blocks after its text; tool results
-become user messages of `<tool_response>` blocks, those of one step in one message (some chat
-templates, Gemma's among them, insist that user and assistant alternate). The same history
-gives the same messages byte for byte, so each request starts with the previous one.
+become user messages of `<tool_response>` blocks, those of one step (and a user message after
+them) in one message, since some chat templates, Gemma's among them, insist that user and
+assistant alternate (agent.context.history.alternating). The same history gives the same
+messages byte for byte, so each request starts with the previous one.
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
+
+from agent.context.history import alternating
 
 
 def as_text(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -22,30 +25,10 @@ def as_text(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             out.append({"role": "assistant", "content": text})
         elif role == "tool":
             result = _text(message.get("content"))
-            _add_user_text(out, f"<tool_response>\n{result}\n</tool_response>")
-        elif role == "user" and isinstance(message.get("content"), str) and _merges(out):
-            _add_user_text(out, message["content"])
+            out.append({"role": "user", "content": f"<tool_response>\n{result}\n</tool_response>"})
         else:
             out.append(message)
-    return out
-
-
-def _merges(out: list[dict[str, Any]]) -> bool:
-    """A user message right after tool results (a turn cut short) joins them."""
-    last = out[-1] if out else None
-    return bool(
-        last
-        and last.get("role") == "user"
-        and isinstance(last.get("content"), str)
-        and last["content"].endswith("</tool_response>")
-    )
-
-
-def _add_user_text(out: list[dict[str, Any]], text: str) -> None:
-    if _merges(out):
-        out[-1] = {"role": "user", "content": f"{out[-1]['content']}\n\n{text}"}
-    else:
-        out.append({"role": "user", "content": text})
+    return alternating(out)
 
 
 def _call_block(call: dict[str, Any]) -> str:

@@ -55,6 +55,10 @@ class Preview:
     # Whatever the tool computed while describing (e.g. the text an edit was computed from),
     # handed back to execute() so it can check nothing changed in between.
     state: Any = None
+    # Why the call cannot run, found while describing (a write over a file the model has not
+    # read): the call fails with it before anyone is asked to approve it. execute() checks
+    # again, since the file may change while the question is open.
+    refused: str | None = None
 
 
 @dataclass

@@ -325,13 +325,20 @@ class WriteFile(OneShotTool[WriteFileArgs]):
         path = ctx.resolve(args.path)
         shown = display_path(path, ctx.cwd)
         try:
-            old = (await _current(ctx, path, shown)).text
+            current = await _current(ctx, path, shown)
         except Exception:  # execute reports the problem; a preview never fails
             return Preview(title=f"Write {shown}", locations=[location(path)])
+        old = current.text
+        try:
+            _check_seen(ctx, path, shown, current)
+            refused = None
+        except ToolError as exc:  # not worth a permission question: it would be refused
+            refused = str(exc)
         return Preview(
             title=f"{'Create' if old is None else 'Write'} {shown}",
             locations=[location(path, first_changed_line(old or "", args.content))],
             content=[_diff(path, old, args.content)],
+            refused=refused,
         )
 
     async def run(self, args: WriteFileArgs, ctx: ToolContext, preview: Preview) -> ToolResult:
@@ -397,6 +404,9 @@ class EditFile(OneShotTool[EditFileArgs]):
             old = (await _current(ctx, path, shown)).text
             preview.state = Prepared(old)
             new, _ = apply_edit(old, args, shown)
+        except ToolError as exc:  # an edit that cannot apply is not worth a question
+            preview.refused = str(exc)
+            return preview
         except Exception:  # execute fails with the reason; a preview never fails
             return preview
         preview.locations = [location(path, first_changed_line(old or "", new))]

@@ -107,6 +107,8 @@ class ToolCalls:
     async def run_one(self, call_id: str, call: RawToolCall) -> str:
         """Run one tool call from start to end; returns what the model reads."""
         session = self.session
+        if call.problem:  # known from how it was written: nothing to ask about
+            return self.fail(call_id, call.problem)
         tool = session.tools.get(call.name)
         if tool is None:
             known = ", ".join(session.tools)
@@ -149,6 +151,9 @@ class ToolCalls:
                 raw_input=raw_args,
             )
         )
+        if preview.refused:  # the tool knows already that it would refuse: nothing to ask
+            self.fail(call_id, preview.refused)
+            raise Refused(preview.refused)
         if session.mode == "auto" and tool.sandboxed(args) and (notice := session.sandbox.notice()):
             self.updates.say(notice)  # once: no sandbox here, or one without network rules
         try:

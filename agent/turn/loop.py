@@ -24,7 +24,9 @@ from agent.acp.protocol import (
     TextContent,
     UserMessageChunk,
 )
+from agent.context.history import note_unanswered
 from agent.context.prompt import user_message
+from agent.context.usage import chars_per_token
 from agent.errors import ConfigBroken, NotConfigured
 from agent.options.unnamed import name_the_model
 from agent.store.replay import user_link_update
@@ -36,6 +38,11 @@ if TYPE_CHECKING:
     from agent.session import Session
 
 CANCELLED = "Cancelled by the user."
+# What the model reads as the answer to a request the turn ended without answering (see
+# agent.context.history.note_unanswered): the next request must not send two user messages in
+# a row, and the model should know the request was not dealt with.
+UNANSWERED_CANCELLED = "[No answer: the user cancelled this request before it was answered.]"
+UNANSWERED_FAILED = "[No answer: the request to the model failed before it was answered.]"
 
 
 class Turn:
@@ -48,9 +55,11 @@ class Turn:
             window=partial(context_window, session),
             drain=session.connection.drain,
             tool_specs=session.tool_specs,
+            per_token=lambda: chars_per_token(session.settings),
         )
         self.calls = ToolCalls(session, self.updates, scope)
         self.model = Model(session, self.updates, self.calls)
+        self.asked = False  # the user's message is in the history, waiting for an answer
         session.undo.start_turn()  # file changes from here on belong to this turn (/undo)
 
     async def check_configured(self) -> None:
@@ -70,6 +79,7 @@ class Turn:
         session = self.session
         await self.check_configured()
         session.history.append(await user_message(blocks, session.files))
+        self.asked = True
         # Read AGENTS.md once per turn, not on every model request of the turn.
         self.model.system = {"role": "system", "content": await session.system_prompt()}
         if record:
@@ -78,13 +88,10 @@ class Turn:
         self.updates.checkpoint()
         for _ in range(session.settings.max_turn_requests):
             reply = await self.model.ask()
-            if reply.finish_reason == "length":
-                return "max_tokens"
-            if reply.finish_reason == "content_filter":
-                return "refusal"
-            if not reply.calls:
-                return "end_turn"
-            await self.calls.run_all(reply.calls)
+            if reply.calls and reply.finish_reason != "content_filter":
+                await self.calls.run_all(reply.calls)
+            if stop := reply.stop_reason():
+                return stop
         return "max_turn_requests"
 
     def record_prompt(self, blocks: list[PromptBlock]) -> None:
@@ -100,9 +107,14 @@ class Turn:
                 )
 
     def close(self) -> None:
-        """End the turn: fail what is still open, answer the model's dangling calls, go quiet."""
-        reason = CANCELLED if self.scope.cancel_called else "The turn ended before this call ran."
+        """End the turn: fail what is still open, answer the model's dangling calls and the
+        user's unanswered request, go quiet."""
+        cancelled = self.scope.cancel_called
+        reason = CANCELLED if cancelled else "The turn ended before this call ran."
         self.calls.close(reason)
+        if self.asked:
+            note = UNANSWERED_CANCELLED if cancelled else UNANSWERED_FAILED
+            note_unanswered(self.session.history, note)
         self.session.undo.end_turn()
         self.updates.closed = True
         self.updates.checkpoint()

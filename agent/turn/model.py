@@ -16,11 +16,21 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from agent.acp.protocol import AgentMessageChunk, AgentThoughtChunk, TextContent
-from agent.context.compaction import compact, needs_compaction
+from agent.acp.protocol import AgentMessageChunk, AgentThoughtChunk, StopReason, TextContent
+from agent.context.compaction import MIN_ROOM, Budget, Compacted, compact, needs_compaction
+from agent.context.history import alternating
 from agent.context.prompt import without_audio
-from agent.context.usage import context_size, estimate_tokens, overflowed
-from agent.errors import ModelFailure
+from agent.context.usage import (
+    FIXED,
+    HISTORY,
+    chars_per_token,
+    context_size,
+    estimate_tokens,
+    measure,
+    overflowed,
+    size_of,
+)
+from agent.errors import ModelFailure, WindowTooSmall
 from agent.llm import (
     ContextTooLong,
     Finished,
@@ -36,6 +46,7 @@ from agent.llm.events import ToolsRefused
 from agent.llm.probe import NO_TOOLS, known_tool_support, probe_tool_support, should_probe
 from agent.options.notice import thought_notice
 from agent.textcalls import (
+    STOP,
     Switch,
     as_text,
     is_text_call,
@@ -71,6 +82,18 @@ EMPTY_ANSWER = (
     "(The model returned an empty answer: no text and no tool calls. With a local server, "
     "check its chat template.)"
 )
+EMPTY_TEXT_ANSWER = (
+    "(The model returned an empty answer. With tool calls as text this usually means it began "
+    "to write a tool's result itself (<tool_response>), where Heron stops it. Ask again, or "
+    "use a larger model.)"
+)
+CUT_NATIVE = "The model hit its output token limit before finishing this call."
+REQUEST_CUT = (
+    "(Your message is longer than this model's context window leaves room for ({window:,} "
+    "tokens, Heron's instructions and tools included): the model reads its start and its end, "
+    "and {cut:,} characters in the middle are left out. The conversation here keeps all of it.)"
+    "\n\n"
+)
 
 
 @dataclass
@@ -79,6 +102,16 @@ class Reply:
 
     finish_reason: str | None
     calls: list[tuple[str, RawToolCall]] = field(default_factory=list)  # (our id, the call)
+
+    def stop_reason(self) -> StopReason | None:
+        """How the turn ends after this answer (once its calls ran); None: it goes on.
+        An answer cut by the token limit goes on when a call of it can run (text blocks
+        closed before the cut): the model reads the results, as after any tool call."""
+        if self.finish_reason == "content_filter":
+            return "refusal"
+        if self.finish_reason == "length" and all(call.problem for _, call in self.calls):
+            return "max_tokens"
+        return None if self.calls else "end_turn"
 
 
 class Model:
@@ -90,11 +123,15 @@ class Model:
         # History length after this turn's last compaction: a summary that is still too big
         # is not summarized again before the turn has moved on a few messages.
         self.compacted_at = 0
+        # The last request's size (agent.context.usage.size_of): Heron's part, the conversation.
+        self.sent: tuple[int, int] = (0, 0)
 
     async def ask(self) -> Reply:
         """One model request. The history is compacted first when it would not fit, and once
         more for the size the server names (then the request is retried) when it says it was
-        too long; a server that refuses `tools` is asked again with the tools in text."""
+        too long; a server that refuses `tools` is asked again with the tools in text. A window
+        too small for Heron's own instructions is said before any request."""
+        await self.check_room()
         await self.compact_history(force=False)
         try:
             return await self._ask_once()
@@ -107,46 +144,81 @@ class Model:
         return await self._ask_once()
 
     async def overflowed(self, error: ContextTooLong) -> bool:
-        """The request was too long: remember the size the server named, compact for it."""
+        """The request was too long: remember the size the server named and the tokens it
+        counted, then compact for them."""
+        settings = self.session.settings
         if error.size:
             self.session.context_limit = error.size
-            overflowed(self.session.settings, error.size)
+            overflowed(settings, error.size)
+        measure(settings, *self.sent, error.prompt_tokens)
+        await self.check_room()  # the server's count may show Heron's own part cannot fit
         return await self.compact_history(force=True)
+
+    async def check_room(self) -> None:
+        """Raise WindowTooSmall when the window cannot hold Heron's instructions and tools and
+        a conversation (counted as the server counts, else generously: only what surely
+        cannot work is refused)."""
+        window = await context_window(self.session)
+        per_token = chars_per_token(self.session.settings, FIXED, cautious=False)
+        needed = estimate_tokens(self.fixed_parts(), per_token)
+        if needed + MIN_ROOM > window:
+            raise WindowTooSmall(window, needed, window == self.session.settings.context_window)
 
     async def compact_history(self, force: bool) -> bool:
         """Replace the older history with a summary (agent.context.compaction); True if it did."""
         session = self.session
-        window = await context_window(session)
-        system, _, tools = self.request_parts()
-        fixed = estimate_tokens([system, *tools])
+        fixed = estimate_tokens(self.fixed_parts(), chars_per_token(session.settings, FIXED))
+        per_token = chars_per_token(session.settings, HISTORY)
+        budget = Budget(await context_window(session), fixed, per_token)
         if not force and (
             (self.compacted_at and len(session.history) < self.compacted_at + 4)
-            or not needs_compaction(session.history, window, fixed)
+            or not needs_compaction(session.history, budget)
         ):
             return False
         try:
-            compacted = await compact(session.settings, session.history, window, fixed=fixed)
+            compacted = await compact(session.settings, session.history, budget)
         except LLMError as exc:
             log.warning("compaction failed: %s", exc)
             return False
         if compacted is None:
             return False
-        session.history, summarized, shortened = compacted
+        session.history = compacted.history
         self.compacted_at = len(session.history)
-        done = [f"{summarized} earlier messages are now a summary"] if summarized else []
-        done += [f"{shortened} large messages were shortened"] if shortened else []
-        self.updates.say(f"(Compacted the conversation: {'; '.join(done)}.)\n\n")
+        self.tell_compacted(compacted, budget)
         self.updates.checkpoint()
         return True
+
+    def tell_compacted(self, compacted: Compacted, budget: Budget) -> None:
+        said = []
+        if compacted.summarized:
+            said.append(f"{compacted.summarized} earlier messages are now a summary")
+        if compacted.shortened:
+            said.append(f"{compacted.shortened} large messages were shortened")
+        if said:
+            self.updates.say(f"(Compacted the conversation: {'; '.join(said)}.)\n\n")
+        if compacted.request_cut:
+            self.updates.say(REQUEST_CUT.format(window=budget.window, cut=compacted.request_cut))
+
+    def fixed_parts(self) -> list[dict[str, Any]]:
+        """What every request carries besides the history: the system message and the tool
+        schemas (in text mode, the tools are in the system message)."""
+        system, tools = self._system_and_tools()
+        return [system, *tools]
+
+    def _system_and_tools(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        session = self.session
+        if not uses_text(session.settings):
+            return self.system, session.tool_specs()
+        described = f"{self.system.get('content', '')}\n\n{tools_prompt(session.tool_specs())}"
+        return {"role": "system", "content": described}, []
 
     def request_parts(self) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
         """The system message, the history and the tools as this request sends them: the
         tools as the API's parameter, or (text mode) described in the system prompt."""
-        session = self.session
-        if not uses_text(session.settings):
-            return self.system, session.history, session.tool_specs()
-        described = f"{self.system.get('content', '')}\n\n{tools_prompt(session.tool_specs())}"
-        return {"role": "system", "content": described}, as_text(session.history), []
+        system, tools = self._system_and_tools()
+        history = self.session.history
+        text = uses_text(self.session.settings)
+        return system, as_text(history) if text else alternating(history), tools
 
     def use_text(self, why: Switch) -> bool:
         """`auto`: tool calls go as text from now on (told once). False if they already did
@@ -171,12 +243,14 @@ class Model:
             self.updates.say(notice)
         system, history, tools = self.request_parts()
         messages = [system, *history]
+        self.sent = (size_of([system]) + size_of(tools), size_of(history))
         text: list[str] = []
         ids: dict[int, str] = {}  # stream index → tool call id
         finished: Finished | None = None
-        stream = stream_chat(session.settings, messages, tools)
+        text_mode = uses_text(session.settings)
+        stream = stream_chat(session.settings, messages, tools, STOP if text_mode else None)
         if parses_text(session.settings):
-            stream = text_tool_calls(stream)
+            stream = text_tool_calls(stream, native=bool(tools))
         try:
             async with aclosing(stream) as events:
                 async for event in events:
@@ -204,21 +278,23 @@ class Model:
             if finished is None and text:  # cut off: keep what the user already saw
                 session.history.append({"role": "assistant", "content": "".join(text)})
         assert finished is not None
+        measure(session.settings, *self.sent, (finished.usage or {}).get("prompt_tokens"))
         if refused_level := thought_notice(session.settings, session.told):
             self.updates.say(refused_level)
         calls = [(ids[c.index], c) for c in finished.tool_calls if c.index in ids]
         if tools and any(is_text_call(c) for _, c in calls):
             self.use_text(Switch.WRITTEN)  # `tools` was sent, yet the model wrote its calls
         if finished.finish_reason == "length":
-            # The arguments may be cut mid-way: nothing of this answer runs.
+            # Native arguments may be cut mid-way: none of them runs. Text blocks closed
+            # before the cut are whole and run; the one still open fails (agent.textcalls).
+            calls = [(call_id, call) for call_id, call in calls if is_text_call(call)]
+            kept = {call_id for call_id, _ in calls}
             for call_id in ids.values():
-                self.calls.fail(
-                    call_id, "The model hit its output token limit before finishing this call."
-                )
-            calls = []
+                if call_id not in kept:
+                    self.calls.fail(call_id, CUT_NATIVE)
         if finished.finish_reason == "stop" and not text and not finished.tool_calls:
             # Ending silently would look like Heron hung; this is a server/template problem.
-            self.updates.say(EMPTY_ANSWER)
+            self.updates.say(EMPTY_TEXT_ANSWER if text_mode else EMPTY_ANSWER)
         # Strict servers (llama-cpp-python) reject a null content beside tool_calls; "" is
         # accepted everywhere.
         message: dict[str, Any] = {"role": "assistant", "content": "".join(text)}
@@ -227,7 +303,11 @@ class Model:
                 {
                     "id": call_id,
                     "type": "function",
-                    "function": {"name": call.name, "arguments": _json_or_wrapped(call.arguments)},
+                    # A block Heron could not read has no name; servers refuse an empty one.
+                    "function": {
+                        "name": call.name or "tool_call",
+                        "arguments": _json_or_wrapped(call.arguments),
+                    },
                 }
                 for call_id, call in calls
             ]

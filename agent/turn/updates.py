@@ -16,7 +16,7 @@ from agent.acp.protocol import (
     SessionUpdate,
     TextContent,
 )
-from agent.context.usage import tokens_used
+from agent.context.usage import CAUTIOUS, tokens_used
 
 
 class Updates:
@@ -27,12 +27,14 @@ class Updates:
         window: Callable[[], Awaitable[int]],
         drain: Callable[[], Awaitable[None]],
         tool_specs: Callable[[], list[dict[str, Any]]],
+        per_token: Callable[[], float] = lambda: CAUTIOUS,
     ) -> None:
         self.notify = notify  # Session.notify: the one way out
         self.save = save  # Session.save: a step boundary; a notice if it cannot be saved
         self.window = window  # the context window's size, in tokens
         self.drain = drain  # waits while the editor reads slowly (back-pressure)
         self.tool_specs = tool_specs  # the tools a request sends (they count in the window)
+        self.per_token = per_token  # characters per token, for estimates (agent.context.usage)
         self.closed = False
 
     def emit(self, update: SessionUpdate) -> None:
@@ -60,7 +62,8 @@ class Updates:
     ) -> None:
         """usage_update: how full the context is after this response (agent.context.usage).
         `messages` is what a request sends, the system message included."""
-        await self.report_tokens(tokens_used(usage, messages, reply, self.tool_specs()))
+        used = tokens_used(usage, messages, reply, self.tool_specs(), self.per_token())
+        await self.report_tokens(used)
 
     async def report_tokens(self, used: int) -> None:
         """usage_update: `used` tokens of the window."""
