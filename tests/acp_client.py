@@ -44,6 +44,8 @@ _TURN_UPDATES = {
     "plan",
 }
 _TURN_METHODS = {"session/prompt", "session/load"}
+# Message chunks: Heron gives every one the `messageId` of its message.
+_CHUNKS = {"user_message_chunk", "agent_message_chunk", "agent_thought_chunk"}
 
 # The client capability an agent must have seen advertised before calling a method.
 _NEEDS_CAPABILITY = {
@@ -533,6 +535,8 @@ class AcpClient:
 
     def _check_update(self, sid: Any, update: dict[str, Any]) -> None:
         kind = update.get("sessionUpdate")
+        if kind in _CHUNKS and not isinstance(update.get("messageId"), str):
+            self.violations.append(f"{kind} without a messageId: {_clip(str(update))}")
         if sid not in self._sessions:
             self.violations.append(
                 f"{kind} update for unknown session {sid!r} (before the session/new response?)"

@@ -225,6 +225,7 @@ def test_a_printing_command_is_replayed_by_load(heron, fake_llm, workspace):
     replay = load.updates()
     assert replay[0] == {
         "sessionUpdate": "user_message_chunk",
+        "messageId": replay[0]["messageId"],
         "content": {"type": "text", "text": "/mode"},
     }
     assert "The permission mode is `ask`" in replay[1]["content"]["text"]

@@ -111,11 +111,21 @@ def test_auto_without_a_sandbox_asks_for_commands(
 def test_the_session_is_told_once_when_the_network_is_not_confined(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    from agent.turn.updates import Updates
+
     monkeypatch.setattr(landlock, "_abi", 3)  # files confined, TCP not (ABI < 4)
     sandbox = Sandbox(roots=lambda: [], active=lambda: True)
     notice = sandbox.notice()
-    assert notice is not None and "network" in notice
-    assert sandbox.notice() is None
+    assert notice is not None and "network" in notice.text and notice.severity == "warning"
+    said: list[dict[str, Any]] = []
+
+    async def nothing() -> Any:
+        return 0
+
+    updates = Updates(lambda u, record=False: said.append(u), list, nothing, nothing, list)
+    updates.note(sandbox.notice())
+    updates.note(sandbox.notice())  # the one place that tells notes: once per session
+    assert ["network" in u["content"]["text"] for u in said] == [True]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import anyio
 
 from agent.acp.handshake import SETUP_METHOD_ID, initialize_result, offers_terminal_auth
+from agent.acp.ids import uuid4
 from agent.acp.params import (
     ClientCapabilities,
     certain_session_id,
@@ -202,7 +203,7 @@ class Server:
                 raise RpcError(AUTH_REQUIRED, NEEDS_SETUP)
         cwd = _check_cwd(parsed.cwd)
         directories = check_directories(parsed.additional_directories)
-        session_id = f"sess_{_uuid4_hex()}"
+        session_id = f"sess_{uuid4().replace('-', '')}"
         session = self._open_session(session_id, cwd, parsed.mcp_servers)
         session.additional_directories = directories
         if mode := run_mode(params):
@@ -296,14 +297,6 @@ class Server:
             raise RpcError(INVALID_PARAMS, f"unknown session: {session_id}")
         session.release_updates()
         return session
-
-
-def _uuid4_hex() -> str:
-    """`uuid.uuid4().hex`, without importing `uuid` (and `platform`) before `session/new`."""
-    raw = bytearray(os.urandom(16))
-    raw[6] = raw[6] & 0x0F | 0x40  # version 4
-    raw[8] = raw[8] & 0x3F | 0x80  # RFC 4122 variant
-    return raw.hex()
 
 
 def _check_cwd(cwd: str, what: str = "cwd") -> Path:

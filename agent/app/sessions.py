@@ -90,7 +90,9 @@ class SessionStore:
 
     async def load(self, params: dict[str, Any]) -> dict[str, Any]:
         session, stored = await self._restore(params)
-        for update in replay_updates(stored.transcript):
+        client = session.client_capabilities
+        shown = replay_updates(stored.transcript, client.session_notices, client.session_compaction)
+        for update in shown:
             session.notify(update)
         return await _answer_restored(session)
 

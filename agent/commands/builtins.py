@@ -18,6 +18,7 @@ from agent.commands.catalog import commands_of, user_folder
 from agent.commands.parse import Invocation, text_block
 from agent.commands.undo import run_undo
 from agent.context.compaction import compact as compact_history
+from agent.context.compaction import summary_of
 from agent.context.prompt import system_prompt
 from agent.context.usage import context_size
 from agent.llm import LLMError
@@ -90,19 +91,25 @@ async def compact(turn: Conversation, call: Invocation) -> StopReason:
         turn.updates.say("Nothing to compact: the conversation has no earlier messages yet.")
         return "end_turn"
     window = await context_size(session.settings, session.context_limit)
+    compaction = turn.updates.begin_compaction()
     try:
         compacted = await compact_history(
             session.settings, session.history, window, focus=call.arguments or None, whole=True
         )
     except LLMError as exc:
-        turn.updates.say(f"The conversation could not be compacted: {exc}")
+        text = f"The conversation could not be compacted: {exc}"
+        turn.updates.end_compaction(compaction, text, ok=False)
         return "end_turn"
     if compacted is None:
-        turn.updates.say("Nothing to compact: the conversation has no earlier messages yet.")
+        text = "Nothing to compact: the conversation has no earlier messages yet."
+        turn.updates.end_compaction(compaction, text, ok=False)
         return "end_turn"
+    before = len(session.history)
     session.history, summarized, _ = compacted
+    session.history_rewritten(summarized, before)
     focus = f", focused on “{call.arguments}”" if call.arguments else ""
-    turn.updates.say(f"Compacted the conversation: {summarized} messages are now a summary{focus}.")
+    text = f"Compacted the conversation: {summarized} messages are now a summary{focus}."
+    turn.updates.end_compaction(compaction, text, summary_of(session.history, summarized))
     turn.updates.checkpoint()
     # What the next request sends: the system prompt and the tools as well as the summary.
     prompt = await system_prompt(session.cwd, confine=session.mode != "full-access")

@@ -20,6 +20,9 @@ class ConversationState(CommandHost, OptionHolder, Protocol):
 
     history: list[dict[str, Any]]  # the model's view (OpenAI chat messages)
 
+    def history_rewritten(self, summarized: int, before: int) -> None:
+        """Compaction made the first `summarized` of `before` messages a summary."""
+
     @property
     def context_limit(self) -> int | None:
         """The window a server's error revealed, if any (`Session.context_limit`)."""
@@ -34,6 +37,14 @@ class Said(Protocol):
     """Where a handler's own words go: to the editor and into the transcript."""
 
     def say(self, text: str) -> None: ...
+
+    def begin_compaction(self) -> str | None:
+        """A compaction starts; its id when the client shows compactions."""
+
+    def end_compaction(
+        self, compaction_id: str | None, text: str, summary: str | None = None, ok: bool = True
+    ) -> None:
+        """How the compaction ended, in words and (when shown) as a `compaction_update`."""
 
     def checkpoint(self) -> None:
         """A step boundary: the session saves what changed."""

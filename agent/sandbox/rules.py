@@ -16,6 +16,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from agent.notices import Note
 from agent.sandbox.landlock import abi_version
 from agent.sandbox.watch import Fingerprint, changed_note, fingerprint
 from agent.sandbox.zygote import ConfinedProcess, Zygote
@@ -73,13 +74,12 @@ def available() -> bool:
 
 
 class Sandbox:
-    """One session's sandbox: its rules, its temporary directory, its once-said notice."""
+    """One session's sandbox: its rules, its temporary directory, its notice."""
 
     def __init__(self, roots: Callable[[], list[Path]], active: Callable[[], bool]) -> None:
         self._roots = roots
         self._active = active
         self._tmpdir: str | None = None
-        self._told = False
         self._zygote: Zygote | None = None
 
     def confining(self) -> bool:
@@ -144,17 +144,17 @@ class Sandbox:
         """What the command changed there, for the model and the user ("" if nothing)."""
         return changed_note(before, fingerprint(self._roots()))
 
-    def notice(self) -> str | None:
-        """Once per session: why auto mode asks for commands, or that the network is open."""
-        if self._told:
-            return None
-        self._told = True
+    def notice(self) -> Note | None:
+        """Why auto mode asks for commands, or that the network is open (told once per
+        session: agent.notices)."""
         abi = abi_version()
         if not available():
             why = "Landlock is turned off" if abi else "no Landlock in this kernel"
-            return UNAVAILABLE.format(why=why)
+            title = "The command sandbox is not available: auto mode asks before commands"
+            return Note("sandbox", title, UNAVAILABLE.format(why=why), "warning")
         if abi < 4:
-            return NETWORK_OPEN.format(abi=abi)
+            title = "The command sandbox cannot confine the network on this kernel"
+            return Note("sandbox", title, NETWORK_OPEN.format(abi=abi), "warning")
         return None
 
     def close(self) -> None:

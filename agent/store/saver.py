@@ -18,6 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agent.notices import Note
+
 if TYPE_CHECKING:
     from agent.store.db import StoredSession
     from agent.store.store import Store
@@ -137,7 +139,6 @@ class Saver:
         self.transcript_saved = 0
         self.last_update_text: str | None = None  # the last transcript entry, as written
         self.state = StoredState()
-        self.told: set[str] = set()  # the notices given (each once)
         self.created = False
         self.deleted = False
 
@@ -166,31 +167,32 @@ class Saver:
             self.created = True
             self._queue(session, full=False)
 
-    def checkpoint(self, session: SessionParts) -> str | None:
-        """Queue the writes for what changed; a notice to show once if they cannot be saved."""
+    def checkpoint(self, session: SessionParts) -> list[Note]:
+        """Queue the writes for what changed; what the user must know if they cannot be
+        saved (each note is told once per session: agent.notices)."""
         if self.store.failure is not None:
-            return self._once(UNSAVED.format(reason=self.store.failure))
+            reason = self.store.failure
+            title = "This conversation will not be saved"
+            return [Note(f"unsaved: {reason}", title, UNSAVED.format(reason=reason), "error")]
         if self.deleted:
-            return None
+            return []
         state = self.state
         if state.gone:
             self.deleted = True
-            return self._once(GONE)
-        notices = []
-        if state.saved.moved_on and (notice := self._once(MOVED_ON)):
-            notices.append(notice)
+            title = "This session was deleted by another Heron process"
+            return [Note("gone", title, GONE, "warning")]
+        notes = []
+        if state.saved.moved_on:
+            title = "Another Heron process saved turns of this session"
+            notes.append(Note("moved on", title, MOVED_ON, "info"))
         # After a failed write, this one saves the whole session: nothing is left out between.
         failure = state.failure
-        if failure is not None and (notice := self._once(NOT_SAVING.format(reason=failure))):
-            notices.append(notice)
+        if failure is not None:
+            title = "This conversation is not being saved"
+            text = NOT_SAVING.format(reason=failure)
+            notes.append(Note(f"not saving: {failure}", title, text, "warning"))
         self._queue(session, full=failure is not None)
-        return "".join(notices) or None
-
-    def _once(self, notice: str) -> str | None:
-        if notice in self.told:
-            return None
-        self.told.add(notice)
-        return notice
+        return notes
 
     def _queue(self, session: SessionParts, full: bool) -> None:
         row = _session_row(session, self.created_at)

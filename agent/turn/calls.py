@@ -60,6 +60,7 @@ class ToolCalls:
             ToolCallStart(
                 tool_call_id=call_id,
                 title=name,
+                name=tool.name if tool else name,
                 kind=tool.kind if tool else "other",
                 status="pending",
             )
@@ -148,8 +149,8 @@ class ToolCalls:
                 raw_input=raw_args,
             )
         )
-        if session.mode == "auto" and tool.sandboxed(args) and (notice := session.sandbox.notice()):
-            self.updates.say(notice)  # once: no sandbox here, or one without network rules
+        if session.mode == "auto" and tool.sandboxed(args):
+            self.updates.note(session.sandbox.notice())  # no sandbox, or no network rules
         try:
             await permit(self.gate, self.scope, call_id, tool, args, preview, raw_args)
         except Refused as exc:

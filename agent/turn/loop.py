@@ -16,17 +16,10 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from agent.acp.protocol import (
-    PromptBlock,
-    ResourceLinkIn,
-    StopReason,
-    TextBlockIn,
-    TextContent,
-    UserMessageChunk,
-)
+from agent.acp.protocol import PromptBlock, StopReason
 from agent.context.prompt import system_prompt, user_message
 from agent.errors import ConfigBroken, NotConfigured
-from agent.store.replay import user_link_update
+from agent.store.replay import prompt_updates
 from agent.turn.calls import ToolCalls
 from agent.turn.model import Model, context_window
 from agent.turn.updates import Updates
@@ -35,6 +28,7 @@ if TYPE_CHECKING:
     from agent.session import Session
 
 CANCELLED = "Cancelled by the user."
+CLOSED = "The session was closed."
 
 
 class Turn:
@@ -47,6 +41,9 @@ class Turn:
             window=partial(context_window, session),
             drain=session.connection.drain,
             tool_specs=session.tool_specs,
+            told=session.told,
+            notices=session.client_capabilities.session_notices,
+            compaction=session.client_capabilities.session_compaction,
         )
         self.calls = ToolCalls(session, self.updates, scope)
         self.model = Model(session, self.updates, self.calls)
@@ -91,19 +88,14 @@ class Turn:
 
     def record_prompt(self, blocks: list[PromptBlock]) -> None:
         """The user's prompt in the transcript, so `session/load` replays it."""
-        for block in blocks:
-            if isinstance(block, TextBlockIn):
-                self.session.transcript.record(
-                    UserMessageChunk(content=TextContent(text=block.text)).dump()
-                )
-            elif isinstance(block, ResourceLinkIn):
-                self.session.transcript.record(
-                    user_link_update(block.uri, block.name, block.title, block.mime_type)
-                )
+        for update in self.updates.user_message(prompt_updates(blocks)):
+            self.session.transcript.record(update)
 
     def close(self) -> None:
         """End the turn: fail what is still open, answer the model's dangling calls, go quiet."""
-        reason = CANCELLED if self.scope.cancel_called else "The turn ended before this call ran."
+        reason = "The turn ended before this call ran."
+        if self.scope.cancel_called:
+            reason = CLOSED if self.session.closing else CANCELLED
         self.calls.close(reason)
         self.session.undo.end_turn()
         self.updates.closed = True

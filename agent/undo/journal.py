@@ -118,6 +118,13 @@ class UndoJournal(FileChanges):
             self._trim()
         return self.current
 
+    def position(self) -> tuple[int, int]:
+        """Where the journal stands: changes from the `n`-th on of turn `turn`, and all the
+        changes of later turns, are made after this point (agent.rewind.marks)."""
+        if self.current is not None:
+            return self.current.turn, len(self.current.changes)
+        return self._next_turn, 0
+
     def ran(self, tool: Tool[Any], args: Any) -> None:
         """A call is about to run: note it when what it changes is not tracked (commands)."""
         if tool.kind in ("read", "search", "think", "edit", "delete", "move"):
