@@ -24,6 +24,7 @@ import anyio
 from agent.notices import Note
 from agent.options.state import Choices
 from agent.rewind.marks import compaction_mark, step_mark
+from agent.steering import SteeringInbox
 from agent.store.saver import Saver, SessionParts, title_update
 from agent.store.titles import first_request_text, make_title
 from agent.store.transcript import Transcript
@@ -82,6 +83,7 @@ class Session:
         self.transcript = Transcript()
         self._tool_specs: list[dict[str, Any]] | None = None
         self._prompts: set[anyio.CancelScope] = set()  # the running prompt and those queued
+        self.steering = SteeringInbox()  # messages for the running turn (agent.steering)
         self._turn_lock = anyio.Lock()
         self.model_ready: anyio.Event | None = None  # set once the model client is imported
         self._call_ids: set[str] = set()
@@ -299,6 +301,7 @@ class Session:
 
     def cancel(self) -> None:
         """Cancel the running prompt and every queued one."""
+        self.steering.cancel()
         for scope in self._prompts:
             scope.cancel()
 

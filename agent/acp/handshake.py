@@ -89,6 +89,9 @@ def initialize_result(terminal_auth: bool = False) -> dict[str, Any]:
         # Terminal methods may be offered only to clients that said they can run them.
         "authMethods": [setup_method()] if terminal_auth else [],
         "agentInfo": {"name": "heron", "title": "Heron", "version": __version__},
+        # Extensions, under the names the clients built for other agents look for:
+        # `_session/steering` (codex-acp, claude-agent-acp) and claude-agent-acp's rewinds.
+        "_meta": {"steering": {"supported": True}},
     }
 
 

@@ -39,6 +39,7 @@ from agent.acp.wire import (
 )
 from agent.app.options import OptionMethods
 from agent.app.sessions import SessionStore, run_mode
+from agent.app.steering import SteeringMethod
 from agent.commands import announce_after_answer
 from agent.errors import TurnFailed
 from agent.options.apply import opened
@@ -96,6 +97,7 @@ class Server:
             "session/cancel": self.cancel,
             "session/set_config_option": options.set_config_option,
             "session/set_mode": options.set_mode,
+            "_session/steering": SteeringMethod(self._session).steer,
         }
         for method, handler in methods.items():
             connection.register(method, handler)

@@ -19,6 +19,7 @@ import anyio
 from agent.acp.protocol import PromptBlock, StopReason
 from agent.context.prompt import system_prompt, user_message
 from agent.errors import ConfigBroken, NotConfigured
+from agent.steering import INJECTED
 from agent.store.replay import prompt_updates
 from agent.turn.calls import ToolCalls
 from agent.turn.model import Model, context_window
@@ -75,16 +76,29 @@ class Turn:
             self.record_prompt(blocks)
         await session.store_ready()
         self.updates.checkpoint()
+        session.steering.start()
         for _ in range(session.settings.max_turn_requests):
+            await self.take_steering()
             reply = await self.model.ask()
             if reply.finish_reason == "length":
                 return "max_tokens"
             if reply.finish_reason == "content_filter":
                 return "refusal"
-            if not reply.calls:
+            if not reply.calls and not session.steering.waiting:
                 return "end_turn"
             await self.calls.run_all(reply.calls)
         return "max_turn_requests"
+
+    async def take_steering(self) -> None:
+        """The boundary (agent.steering): messages sent while the model worked go in now,
+        each a user message of its own, shown, recorded, in the history."""
+        steers = self.session.steering.take()
+        for steer in steers:
+            self.updates.show_user(prompt_updates(steer.blocks))
+            self.session.history.append(await user_message(steer.blocks, self.session.files))
+            steer.settle(INJECTED)
+        if steers:
+            self.updates.checkpoint()
 
     def record_prompt(self, blocks: list[PromptBlock]) -> None:
         """The user's prompt in the transcript, so `session/load` replays it."""
@@ -97,6 +111,7 @@ class Turn:
         if self.scope.cancel_called:
             reason = CLOSED if self.session.closing else CANCELLED
         self.calls.close(reason)
+        self.session.steering.end()
         self.session.undo.end_turn()
         self.updates.closed = True
         self.updates.checkpoint()

@@ -80,6 +80,13 @@ class Updates:
         self.emit(AgentMessageChunk(content=TextContent(text=text)))
         self.end_message()
 
+    def show_user(self, updates: list[dict[str, Any]]) -> None:
+        """A user's message the client did not show itself (a steering message), as one
+        message, sent and recorded."""
+        for update in self.user_message(updates):
+            if not self.closed:
+                self.notify(update, record=True)
+
     def user_message(self, updates: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """A user's message (`user_message_chunk`s, one per block) under one new id."""
         self.end_message()
