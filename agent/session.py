@@ -66,6 +66,8 @@ class Session:
         self.choices = Choices()
         self.closed = False
         self.closing = False  # being closed: its turn ends with "the session was closed"
+        # Somebody can answer questions (`_meta.heron.askUser: false`: `heron exec`).
+        self.user_present = True
         self.connection = connection
         self.client_capabilities = client_capabilities
         self.mcp_servers = mcp_servers
@@ -112,9 +114,10 @@ class Session:
 
     @cached_property
     def builtin_tools(self) -> dict[str, Tool[Any]]:
+        from agent.questions.tool import AskUser
         from agent.tools import builtin_tools
 
-        return {tool.name: tool for tool in builtin_tools()}
+        return {tool.name: tool for tool in [*builtin_tools(), AskUser()]}
 
     @cached_property
     def tools(self) -> dict[str, Tool[Any]]:
@@ -143,6 +146,8 @@ class Session:
             settings=self.settings,
             changes=self.undo,
             sandbox=self.sandbox,
+            elicitation_form=self.client_capabilities.elicitation_form,
+            user_present=self.user_present,
         )
 
     @cached_property
@@ -185,12 +190,22 @@ class Session:
         from agent.mcp.config import parse_servers
         from agent.mcp.manager import McpManager
         from agent.processes.env import passed_through
+        from agent.questions.ask import Asker
 
         configs = parse_servers(entries, passed_through(self.settings))
         if not configs:
             return
+        asker = Asker(
+            self.id,
+            self.connection.request,
+            form=self.client_capabilities.elicitation_form,
+            present=lambda: self.user_present,
+        )
         self.mcp = McpManager(
-            configs, cwd=str(self.cwd), startup_timeout=self.settings.mcp_startup_timeout
+            configs,
+            cwd=str(self.cwd),
+            startup_timeout=self.settings.mcp_startup_timeout,
+            asker=asker,
         )
         self.mcp.start(self.connection.start_soon)
 

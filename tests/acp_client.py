@@ -55,6 +55,7 @@ _NEEDS_CAPABILITY = {
         f"terminal/{m}": ("terminal",)
         for m in ("create", "output", "wait_for_exit", "kill", "release")
     },
+    "elicitation/create": ("elicitation", "form"),
 }
 
 # Built-in handlers' answers are checked too: a harness bug must not pass for an agent bug.
@@ -604,7 +605,7 @@ class AcpClient:
             value: Any = self.client_capabilities
             for key in needed:
                 value = value.get(key) if isinstance(value, dict) else None
-            if value is not True:
+            if value is not True and not isinstance(value, dict):  # `{}` advertises too
                 self.violations.append(
                     f"agent called {method} without client capability {'.'.join(needed)}"
                 )

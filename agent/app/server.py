@@ -38,7 +38,7 @@ from agent.acp.wire import (
     RpcError,
 )
 from agent.app.options import OptionMethods
-from agent.app.sessions import SessionStore, run_mode
+from agent.app.sessions import SessionStore, run_mode, user_present
 from agent.app.steering import SteeringMethod
 from agent.commands import announce_after_answer
 from agent.errors import TurnFailed
@@ -210,6 +210,7 @@ class Server:
         session.additional_directories = directories
         if mode := run_mode(params):
             session.mode = mode  # for this run only (heron exec); saved: the default
+        session.user_present = user_present(params)
         self.store.attach(session, new=True)  # stored once the answer is out
         announce_after_answer(session)  # the slash commands
         log.info("session %s in %s", session_id, cwd)

@@ -184,6 +184,7 @@ class SessionStore:
         _put_back(session, stored, self.attach(session))
         if mode := run_mode(params):
             session.mode = mode  # for this run only: the saved mode stays the stored one
+        session.user_present = user_present(params)
         if [str(d) for d in directories] != stored.row.additional_dirs:
             session.save()  # the request's list is the session's now (session/list shows it)
         log.info("session %s restored (%d messages)", session_id, len(stored.history))
@@ -289,6 +290,14 @@ async def _end(session: Session) -> None:
     its last step."""
     await session.aclose()
     await session.wait_idle()
+
+
+def user_present(params: dict[str, Any]) -> bool:
+    """`_meta.heron.askUser: false`: nobody can answer the model's questions in this run
+    (`heron exec`), so `ask_user` tells the model to decide by itself."""
+    meta = params.get("_meta")
+    heron = meta.get("heron") if isinstance(meta, dict) else None
+    return not (isinstance(heron, dict) and heron.get("askUser") is False)
 
 
 def run_mode(params: dict[str, Any]) -> str | None:

@@ -21,6 +21,7 @@ from agent.notices import Note
 if TYPE_CHECKING:
     from agent.mcp.client import McpConnection
     from agent.mcp.tool import McpTool
+    from agent.questions.ask import Asker
 
 log = logging.getLogger("heron.mcp")
 
@@ -35,8 +36,16 @@ def mcp_note(text: str) -> Note:
 
 
 class McpManager:
-    def __init__(self, configs: list[ServerConfig], *, cwd: str, startup_timeout: float) -> None:
+    def __init__(
+        self,
+        configs: list[ServerConfig],
+        *,
+        cwd: str,
+        startup_timeout: float,
+        asker: Asker | None = None,
+    ) -> None:
         self.configs = configs
+        self.asker = asker  # the client, for the servers' elicitation requests
         self.cwd = cwd
         self.startup_timeout = startup_timeout
         self.connections: list[McpConnection] = []
@@ -78,6 +87,7 @@ class McpManager:
                         cwd=self.cwd,
                         startup_timeout=self.startup_timeout,
                         on_change=self._on_change,
+                        asker=self.asker,
                     )
                     self.connections.append(connection)
                     tg.start_soon(connection.run)

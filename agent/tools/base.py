@@ -55,6 +55,9 @@ class Preview:
     # Whatever the tool computed while describing (e.g. the text an edit was computed from),
     # handed back to execute() so it can check nothing changed in between.
     state: Any = None
+    # The call's id as the client knows it (set by the turn before execute()), for requests
+    # about this call: an elicitation form or a question linked to it.
+    call_id: str = ""
 
 
 @dataclass
@@ -125,6 +128,8 @@ class ToolContext:
     seen: SeenFiles = field(default_factory=SeenFiles)  # what the model saw of each file
     changes: FileChanges = field(default_factory=FileChanges)  # prior states, for /undo
     sandbox: Sandbox | None = None  # where commands run confined (auto mode)
+    elicitation_form: bool = False  # the client shows elicitation forms (agent.questions)
+    user_present: bool = True  # somebody can answer questions (not so in `heron exec`)
 
     def resolve(self, path: str) -> Path:
         """An absolute, normalised path; relative paths are taken from the session cwd."""

@@ -157,6 +157,7 @@ class ToolCalls:
             self.fail(call_id, str(exc))
             raise
         self.updates.emit(ToolCallProgress(tool_call_id=call_id, status="in_progress"))
+        preview.call_id = call_id
         session.undo.ran(tool, args)  # notes commands, whose changes /undo cannot take back
         result = await self._execute(call_id, tool, args, preview)
         self.finish(call_id, result)
