@@ -314,6 +314,16 @@ class Session:
         finally:
             self._prompts.discard(scope)
 
+    @property
+    def busy(self) -> bool:
+        """A turn runs, or a prompt waits for one."""
+        return bool(self._prompts) or self._turn_lock.locked()
+
+    def exclusive(self) -> anyio.Lock:
+        """Held (`async with`) by what must not run beside a turn (a rewind): no prompt
+        starts meanwhile, it waits."""
+        return self._turn_lock
+
     def cancel(self) -> None:
         """Cancel the running prompt and every queued one."""
         self.steering.cancel()

@@ -91,7 +91,15 @@ def initialize_result(terminal_auth: bool = False) -> dict[str, Any]:
         "agentInfo": {"name": "heron", "title": "Heron", "version": __version__},
         # Extensions, under the names the clients built for other agents look for:
         # `_session/steering` (codex-acp, claude-agent-acp) and claude-agent-acp's rewinds.
-        "_meta": {"steering": {"supported": True}},
+        "_meta": {
+            "steering": {"supported": True},
+            "sessionRewind": {"version": 1, "method": "_session/rewind"},
+            "sessionRewindFiles": {
+                "version": 1,
+                "method": "_session/rewind_files",
+                "dryRun": True,
+            },
+        },
     }
 
 

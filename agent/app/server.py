@@ -38,6 +38,7 @@ from agent.acp.wire import (
     RpcError,
 )
 from agent.app.options import OptionMethods
+from agent.app.rewind import RewindMethods
 from agent.app.sessions import SessionStore, run_mode, user_present
 from agent.app.steering import SteeringMethod
 from agent.commands import announce_after_answer
@@ -82,6 +83,7 @@ class Server:
             settings, self.sessions, self._open_session, _parse, _check_cwd, check_directories
         )
         options = OptionMethods(self._session, _parse)
+        rewinds = RewindMethods(self.sessions)
         # Every ACP method Heron answers, in one place.
         methods: dict[str, Handler] = {
             "initialize": self.initialize,
@@ -98,6 +100,8 @@ class Server:
             "session/set_config_option": options.set_config_option,
             "session/set_mode": options.set_mode,
             "_session/steering": SteeringMethod(self._session).steer,
+            "_session/rewind": rewinds.rewind,
+            "_session/rewind_files": rewinds.rewind_files,
         }
         for method, handler in methods.items():
             connection.register(method, handler)

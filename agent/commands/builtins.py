@@ -16,6 +16,7 @@ from agent.acp.protocol import StopReason
 from agent.commands import pickers
 from agent.commands.catalog import commands_of, user_folder
 from agent.commands.parse import Invocation, text_block
+from agent.commands.rewind import run_rewind
 from agent.commands.undo import run_undo
 from agent.context.compaction import compact as compact_history
 from agent.context.compaction import summary_of
@@ -53,6 +54,12 @@ When done, say in a few lines what you wrote or changed."""
 async def undo(turn: Conversation, call: Invocation) -> StopReason:
     """/undo: revert the newest turn whose file changes are not undone yet (agent.undo)."""
     await run_undo(turn)
+    return "end_turn"
+
+
+async def rewind(turn: Conversation, call: Invocation) -> StopReason:
+    """/rewind [N]: list the messages, or go back to before message N (agent.rewind)."""
+    await run_rewind(turn, call.arguments)
     return "end_turn"
 
 
@@ -161,6 +168,7 @@ BUILTIN_HANDLERS: dict[str, Handler] = {
     "compact": compact,
     "init": init,
     "undo": undo,
+    "rewind": rewind,
     "model": model,
     "mode": mode,
 }

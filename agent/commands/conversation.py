@@ -8,15 +8,20 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from agent.commands.catalog import CommandHost
 from agent.options.holder import OptionHolder
+from agent.rewind.conversation import Rewindable
 
 if TYPE_CHECKING:
     from agent.acp.protocol import PromptBlock, StopReason
+    from agent.store.saver import Saver
     from agent.tools.base import Tool
     from agent.undo.journal import UndoJournal
 
 
-class ConversationState(CommandHost, OptionHolder, Protocol):
+class ConversationState(CommandHost, OptionHolder, Rewindable, Protocol):
     """The session's state the handlers read and change."""
+
+    @property
+    def saver(self) -> Saver | None: ...
 
     history: list[dict[str, Any]]  # the model's view (OpenAI chat messages)
 
@@ -66,6 +71,8 @@ class ToolRunner(Protocol):
 
 class Conversation(Protocol):
     """The running prompt turn, as a command handler gets it."""
+
+    prompt_at: int  # where the prompt that began it starts in the transcript
 
     @property
     def session(self) -> ConversationState: ...

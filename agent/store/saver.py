@@ -65,7 +65,7 @@ def _dump(value: Any) -> str:
 
 
 # The undo journal's rows not saved yet: (turns, changes, dropped turns), as JSON.
-UndoRows = tuple[list[tuple[int, int, str]], list[tuple[int, int, str]], list[int]]
+UndoRows = tuple[list[tuple[int, int, str, str | None]], list[tuple[int, int, str]], list[int]]
 
 
 @dataclasses.dataclass
@@ -270,6 +270,63 @@ class Saver:
         self.first_saved_message = history[0] if history else None
         self.transcript_saved = len(session.transcript)
         self.last_update_text = updates[-1] if updates else self.last_update_text
+
+    async def rewrite(self, session: SessionParts) -> str | None:
+        """Replace the stored conversation (history, transcript, undo rows) with `session`'s
+        in one transaction (a rewind, or /undo of one): None once written, or when nothing
+        is being saved; else why it could not be, and then the store holds what it held."""
+        if self.store.failure is not None or self.deleted:
+            return None  # kept in memory only, as everything else
+        row = _session_row(session, self.created_at)
+        messages = [_dump(m) for m in session.history]
+        updates = [_dump(u) for u in session.transcript]
+        undo = session.take_undo() if session.take_undo else ([], [], [])
+        session_id, state = session.id, self.state
+
+        def job(conn: Any) -> str | None:
+            from agent.store import db
+            from agent.store.failures import describe
+
+            if state.gone:
+                return "the session was deleted by another Heron process"
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                current = db.revision(conn, session_id)
+                if state.saved.moved_on or (
+                    current is not None and current != state.saved.revision
+                ):
+                    conn.execute("ROLLBACK")
+                    return (
+                        "another Heron process saved turns of this session since it was opened "
+                        "here; load it again, then rewind"
+                    )
+                revision = (current or 0) + 1
+                db.upsert_session(conn, row, revision)
+                db.put_history(conn, session_id, 0, messages, replace_from=0)
+                db.replace_updates(conn, session_id, updates)
+                db.put_undo(conn, session_id, *undo)
+                conn.execute("COMMIT")
+            except Exception as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                return describe(exc, self.store.path)
+            state.saved = Position(revision=revision)
+            state.pending, state.failure = None, None
+            return None
+
+        try:
+            reason = await self.store.read(job)
+        except Exception as exc:  # the store thread could not run it at all
+            reason = str(exc)
+        if reason is None:
+            history = session.history
+            self.history_saved = len(history)
+            self.first_saved_message = history[0] if history else None
+            self.last_saved_message = history[-1] if history else None
+            self.transcript_saved = len(session.transcript)
+            self.last_update_text = updates[-1] if updates else None
+            self.created = True
+        return reason
 
 
 def title_update(title: str | None) -> dict[str, Any]:

@@ -49,6 +49,7 @@ class Turn:
         self.calls = ToolCalls(session, self.updates, scope)
         self.model = Model(session, self.updates, self.calls)
         session.undo.start_turn()  # file changes from here on belong to this turn (/undo)
+        self.prompt_at = len(session.transcript.entries)  # where its prompt is recorded
 
     def check_configured(self) -> None:
         """Raise ConfigBroken or NotConfigured (agent.errors) unless a model can be asked."""
@@ -102,6 +103,7 @@ class Turn:
 
     def record_prompt(self, blocks: list[PromptBlock]) -> None:
         """The user's prompt in the transcript, so `session/load` replays it."""
+        self.prompt_at = len(self.session.transcript.entries)
         for update in self.updates.user_message(prompt_updates(blocks)):
             self.session.transcript.record(update)
 
