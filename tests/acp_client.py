@@ -576,7 +576,8 @@ class AcpClient:
         sid, result = sent.session_id, msg.get("result")
         if sid is not None and sent.method in _TURN_METHODS:
             self._in_turn[sid] -= 1
-        if sent.method == "session/new" and isinstance(result, dict) and "sessionId" in result:
+        opened = sent.method in ("session/new", "session/fork")
+        if opened and isinstance(result, dict) and "sessionId" in result:
             self._sessions.add(result["sessionId"])
             self._session_cwd[result["sessionId"]] = (sent.params or {}).get("cwd")
         if self.strict and sent.method == "session/prompt" and result is not None:

@@ -83,6 +83,7 @@ def initialize_result(terminal_auth: bool = False) -> dict[str, Any]:
                 "close": {},
                 "delete": {},
                 "additionalDirectories": {},
+                "fork": {},  # unstable in v1: Zed's "Fork Thread", Claude's and Codex's adapters
             },
             "auth": {"logout": {}},
         },

@@ -91,6 +91,7 @@ class Server:
             "logout": self.logout,
             "session/new": self.new_session,
             "session/load": self.store.load,
+            "session/fork": self.store.fork,
             "session/resume": self.store.resume,
             "session/list": self.store.list,
             "session/close": self.store.close,

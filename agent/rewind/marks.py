@@ -119,6 +119,17 @@ def cut_after(transcript: list[dict[str, Any]], index: int) -> Cut | None:
     return None
 
 
+def cut_at_message(transcript: list[dict[str, Any]], ident: str) -> Cut | str | None:
+    """Where a fork at message `ident` ends: before it for a user message (the point it was
+    sent from), after it (and its step's tool calls) for an answer or a thought. None when
+    there is no such place; "unknown" when there is no such message."""
+    span = message_span(transcript, ident)
+    if span is None:
+        return "unknown"
+    kind, first, last = span
+    return cut_before(transcript, first) if kind == USER else cut_after(transcript, last)
+
+
 def _bookkeeping(kind: Any) -> bool:
     return isinstance(kind, str) and (kind.startswith("_") or kind in _OFF_RECORD)
 
