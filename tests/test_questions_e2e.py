@@ -233,3 +233,37 @@ def test_without_forms_an_mcp_elicitation_is_declined_with_a_reason(
     assert client.prompt(session_id, "Pick a colour", timeout=60)["stopReason"] == "end_turn"
     assert "decline" in json.dumps(fake_llm.requests[1].body["messages"][-1])
     assert not [r for r in client.agent_requests if r.method == "elicitation/create"]
+
+
+def test_an_mcp_form_is_rebuilt_into_what_acp_can_carry():
+    """A server's form goes out schema-valid whatever it holds: unknown keys dropped, values of
+    the wrong type left out, a field ACP has no type for refuses the whole form."""
+    from acp_schema import validate_client_payload
+
+    from agent.questions.forward import acp_form
+
+    hostile = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "minLength": "x", "format": "ftp", "x-evil": 1, "title": 5},
+            "age": {"type": "integer", "minimum": 1.5, "maximum": 99, "default": "old"},
+            "ok": {"type": "boolean", "default": "yes"},
+            "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": -1},
+            "pick": {"type": "string", "oneOf": [{"const": "a", "title": "A", "extra": 1}]},
+        },
+        "required": ["name", "missing", 7],
+    }
+    form = acp_form(hostile)
+    assert form is not None
+    assert validate_client_payload("ElicitationSchema", form) == []
+    assert form["properties"]["name"] == {"type": "string"}
+    assert form["properties"]["age"] == {"type": "integer", "maximum": 99}
+    assert form["properties"]["tags"] == {
+        "type": "array",
+        "items": {"type": "string", "enum": ["a", "b"]},
+    }
+    assert "oneOf" not in form["properties"]["pick"]
+    assert form["required"] == ["name"]
+    assert acp_form({"properties": {"f": {"type": "object"}}}) is None
+    assert acp_form({"properties": {}}) is None
+    assert acp_form("nonsense") is None

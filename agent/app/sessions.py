@@ -358,7 +358,9 @@ def fork_message(params: dict[str, Any]) -> str | None:
     meta = params.get("_meta")
     heron = meta.get("heron") if isinstance(meta, dict) else None
     found = heron.get("messageId") if isinstance(heron, dict) else params.get("messageId")
-    return found if isinstance(found, str) and found else None
+    if found is not None and (not isinstance(found, str) or not found):
+        raise RpcError(INVALID_PARAMS, f"a fork's messageId must be a message id, got {found!r}")
+    return found
 
 
 def user_present(params: dict[str, Any]) -> bool:

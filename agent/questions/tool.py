@@ -23,7 +23,9 @@ class OptionArg(BaseModel):
 class QuestionArg(BaseModel):
     question: str = Field(description="The question, complete and specific.")
     options: list[OptionArg] = Field(
-        default_factory=list, description="The choices (2-6), best first; none: a free answer."
+        default_factory=list,
+        max_length=20,
+        description="The choices (2-6), best first; none: a free answer.",
     )
     multi_select: bool = Field(False, description="The user may pick several choices.")
 

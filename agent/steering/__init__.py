@@ -23,6 +23,7 @@ from typing import Any
 import anyio
 
 INJECTED = {"outcome": "injected"}
+MAX_WAITING = 64  # messages waiting for one boundary: more are refused, never held unbounded
 PROMPT_REQUIRED = {"outcome": "promptRequired", "reason": "noRunningTurn"}
 CANCELLING = (
     "The turn is being cancelled, so the message was not added to it. Send it as a new prompt."
@@ -63,6 +64,8 @@ class SteeringInbox:
             return failed(CANCELLING)
         if not self.open:
             return dict(PROMPT_REQUIRED)
+        if len(self._waiting) >= MAX_WAITING:
+            return failed(f"{MAX_WAITING} messages already wait for this turn's next step")
         steer = Steer(blocks)
         self._waiting.append(steer)
         try:

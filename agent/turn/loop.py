@@ -19,7 +19,7 @@ import anyio
 from agent.acp.protocol import PromptBlock, StopReason
 from agent.context.prompt import system_prompt, user_message
 from agent.errors import ConfigBroken, NotConfigured
-from agent.steering import INJECTED
+from agent.steering import INJECTED, failed
 from agent.store.replay import prompt_updates
 from agent.turn.calls import ToolCalls
 from agent.turn.model import Model, context_window
@@ -94,10 +94,14 @@ class Turn:
         """The boundary (agent.steering): messages sent while the model worked go in now,
         each a user message of its own, shown, recorded, in the history."""
         steers = self.session.steering.take()
-        for steer in steers:
-            self.updates.show_user(prompt_updates(steer.blocks))
-            self.session.history.append(await user_message(steer.blocks, self.session.files))
-            steer.settle(INJECTED)
+        try:
+            for steer in steers:
+                self.session.history.append(await user_message(steer.blocks, self.session.files))
+                self.updates.show_user(prompt_updates(steer.blocks))
+                steer.settle(INJECTED)
+        finally:
+            for steer in steers:  # the turn failed or was cancelled before taking it in
+                steer.settle(failed("the turn ended before the message could be added"))
         if steers:
             self.updates.checkpoint()
 
