@@ -25,12 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 from agent.acp.wire import INVALID_PARAMS, RpcError
 from agent.rewind.conversation import rewind
-from agent.rewind.files import Recording
 from agent.rewind.marks import Cut, cut_before, message_span, user_messages
-from agent.undo.revert import Outcome, Real, Simulated, revert
 
 if TYPE_CHECKING:
     from agent.session import Session
+    from agent.undo.revert import Outcome
 
 FINGERPRINT = re.compile(r"sha256:[0-9a-f]{64}")
 
@@ -87,6 +86,11 @@ class RewindMethods:
 
 
 async def _restore_files(session: Session, cut: Cut, dry_run: bool) -> dict[str, Any]:
+    # Here, not at the top: this module is imported before `session/new` is answered, and
+    # these bring pydantic and the ACP models.
+    from agent.rewind.files import Recording
+    from agent.undo.revert import Real, Simulated, revert
+
     journal = session.undo
     turns, changes, forgotten = journal.since(cut.undo)
     if not changes:
