@@ -18,7 +18,7 @@ import pytest
 from acp_client import RpcError
 from fake_openai import Call, text, tool_calls
 
-BUILTINS = ["help", "compact", "init", "undo", "model", "mode"]
+BUILTINS = ["help", "compact", "init", "undo", "rewind", "model", "mode"]
 
 
 def is_commands(update: dict[str, Any]) -> bool:

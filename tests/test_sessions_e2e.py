@@ -117,6 +117,7 @@ def test_session_capabilities_are_advertised(heron):
         "close": {},
         "delete": {},
         "additionalDirectories": {},
+        "fork": {},
     }
 
 
