@@ -44,8 +44,10 @@ class Transcript:
 
     def _join_text(self) -> None:
         if self._text_parts is not None:
+            # A new entry, not the first chunk changed in place: that dict was also sent.
             last = self._entries[-1]
-            last["content"] = {**last["content"], "text": "".join(self._text_parts)}
+            text = "".join(self._text_parts)
+            self._entries[-1] = {**last, "content": {**last["content"], "text": text}}
             self._text_parts = None
 
     def record(self, update: dict[str, Any]) -> None:
