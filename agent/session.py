@@ -21,8 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from agent.notices import Note
 from agent.options.state import Choices
+from agent.rewind.marks import compaction_mark, step_mark
 from agent.sandbox.plan import Identity, identity
+from agent.steering import SteeringInbox
 from agent.store.saver import Saver, SessionParts, title_update
 from agent.store.titles import first_request_text, make_title
 from agent.store.transcript import Transcript
@@ -63,6 +66,9 @@ class Session:
         self.shared_settings = settings
         self.choices = Choices()
         self.closed = False
+        self.closing = False  # being closed: its turn ends with "the session was closed"
+        # Somebody can answer questions (`_meta.heron.askUser: false`: `heron exec`).
+        self.user_present = True
         self.connection = connection
         self.client_capabilities = client_capabilities
         self.mcp_servers = mcp_servers
@@ -80,6 +86,7 @@ class Session:
         self.transcript = Transcript()
         self._tool_specs: list[dict[str, Any]] | None = None
         self._prompts: set[anyio.CancelScope] = set()  # the running prompt and those queued
+        self.steering = SteeringInbox()  # messages for the running turn (agent.steering)
         self._turn_lock = anyio.Lock()
         self.model_ready: anyio.Event | None = None  # set once the model client is imported
         self._call_ids: set[str] = set()
@@ -94,7 +101,7 @@ class Session:
         self._additional_directories: list[Path] = []
         self._pin_roots()
         self.title: str | None = None
-        self.told: set[str] = set()  # notices shown once per session (agent.turn.model)
+        self.told: set[str] = set()  # keys of the notes told (agent.notices), each once
         self.saver: Saver | None = None  # set by the server: saves each step (agent.store)
         self.commands: CommandSet | None = None  # its slash commands (agent.commands.catalog)
         # What Heron sends by itself while the client may not expect it (around the answer
@@ -112,9 +119,10 @@ class Session:
 
     @cached_property
     def builtin_tools(self) -> dict[str, Tool[Any]]:
+        from agent.questions.tool import AskUser
         from agent.tools import builtin_tools
 
-        return {tool.name: tool for tool in builtin_tools()}
+        return {tool.name: tool for tool in [*builtin_tools(), AskUser()]}
 
     @cached_property
     def tools(self) -> dict[str, Tool[Any]]:
@@ -144,6 +152,8 @@ class Session:
             changes=self.undo,
             sandbox=self.sandbox,
             roots_of=lambda: self.roots,
+            elicitation_form=self.client_capabilities.elicitation_form,
+            user_present=self.user_present,
         )
 
     @cached_property
@@ -223,16 +233,26 @@ class Session:
         from agent.mcp.config import parse_servers
         from agent.mcp.manager import McpManager
         from agent.processes.env import passed_through
+        from agent.questions.ask import Asker
 
         configs = parse_servers(entries, passed_through(self.settings))
         if not configs:
             return
+        asker = Asker(
+            self.id,
+            self.connection.request,
+            form=self.client_capabilities.elicitation_form,
+            present=lambda: self.user_present,
+        )
         self.mcp = McpManager(
-            configs, cwd=str(self.cwd), startup_timeout=self.settings.mcp_startup_timeout
+            configs,
+            cwd=str(self.cwd),
+            startup_timeout=self.settings.mcp_startup_timeout,
+            asker=asker,
         )
         self.mcp.start(self.connection.start_soon)
 
-    async def prepare_tools(self) -> list[str]:
+    async def prepare_tools(self) -> list[Note]:
         """Before a model request: MCP servers started (bounded wait) and the tool table current.
 
         Returns what the user must be told (servers that failed), once each.
@@ -248,9 +268,14 @@ class Session:
         return notices
 
     async def aclose(self) -> None:
-        """End the session: stop its turn and its MCP servers (session/close, delete, exit)."""
-        self.closed = True
+        """End the session: stop its turn and its MCP servers (session/close, delete, exit).
+
+        The turn winds down first, so the tool calls it had announced end `failed` ("the
+        session was closed") before the close is answered; then nothing more is sent."""
+        self.closing = True
         self.cancel()
+        await self.wait_idle()
+        self.closed = True
         if "sandbox" in self.__dict__:  # made on first use
             self.sandbox.close()
         if self.mcp is not None:
@@ -346,8 +371,19 @@ class Session:
         finally:
             self._prompts.discard(scope)
 
+    @property
+    def busy(self) -> bool:
+        """A turn runs, or a prompt waits for one."""
+        return bool(self._prompts) or self._turn_lock.locked()
+
+    def exclusive(self) -> anyio.Lock:
+        """Held (`async with`) by what must not run beside a turn (a rewind): no prompt
+        starts meanwhile, it waits."""
+        return self._turn_lock
+
     def cancel(self) -> None:
         """Cancel the running prompt and every queued one."""
+        self.steering.cancel()
         for scope in self._prompts:
             scope.cancel()
 
@@ -361,15 +397,34 @@ class Session:
         if self.saver is not None:
             await self.saver.store.ready()
 
-    def save(self) -> str | None:
-        """A step boundary: save what changed. Returns a notice for the user, once, if the
-        conversation cannot be saved."""
+    def history_rewritten(self, summarized: int, before: int) -> None:
+        """Compaction made the first `summarized` of `before` messages a summary: the
+        transcript notes where the rest moved (agent.rewind reads it to find a message's
+        place in the history)."""
+        if summarized:
+            shift = len(self.history) - before
+            self.transcript.record(compaction_mark(summarized, shift))
+
+    def save(self) -> list[Note]:
+        """A step boundary: save what changed. Returns what the user must know if the
+        conversation cannot be saved (told once each: agent.notices)."""
+        self.mark_step()
         if self.saver is None:
-            return None
+            return []
         if self.title is None and (text := first_request_text(self.transcript.entries)):
             self.title = make_title(text)  # titled even when it cannot be saved
             self.notify(title_update(self.title))
         return self.saver.checkpoint(self.stored_parts())
+
+    def mark_step(self) -> None:
+        """At a step boundary where the history is whole (no call waits for its result),
+        the transcript notes where the history and the undo journal stand, so a rewind or a
+        fork can go back to this very point (agent.rewind)."""
+        journal = self.__dict__.get("undo")  # made on first use
+        mark = step_mark(self.history, journal.position() if journal is not None else (1, 0))
+        entries = self.transcript.entries
+        if mark is not None and (not entries or entries[-1] != mark):
+            self.transcript.record(mark)
 
     def stored_parts(self) -> SessionParts:
         """What the store saves of this session, as it is now."""

@@ -44,6 +44,8 @@ _TURN_UPDATES = {
     "plan",
 }
 _TURN_METHODS = {"session/prompt", "session/load"}
+# Message chunks: Heron gives every one the `messageId` of its message.
+_CHUNKS = {"user_message_chunk", "agent_message_chunk", "agent_thought_chunk"}
 
 # The client capability an agent must have seen advertised before calling a method.
 _NEEDS_CAPABILITY = {
@@ -53,6 +55,7 @@ _NEEDS_CAPABILITY = {
         f"terminal/{m}": ("terminal",)
         for m in ("create", "output", "wait_for_exit", "kill", "release")
     },
+    "elicitation/create": ("elicitation", "form"),
 }
 
 # Built-in handlers' answers are checked too: a harness bug must not pass for an agent bug.
@@ -533,6 +536,8 @@ class AcpClient:
 
     def _check_update(self, sid: Any, update: dict[str, Any]) -> None:
         kind = update.get("sessionUpdate")
+        if kind in _CHUNKS and not isinstance(update.get("messageId"), str):
+            self.violations.append(f"{kind} without a messageId: {_clip(str(update))}")
         if sid not in self._sessions:
             self.violations.append(
                 f"{kind} update for unknown session {sid!r} (before the session/new response?)"
@@ -571,7 +576,8 @@ class AcpClient:
         sid, result = sent.session_id, msg.get("result")
         if sid is not None and sent.method in _TURN_METHODS:
             self._in_turn[sid] -= 1
-        if sent.method == "session/new" and isinstance(result, dict) and "sessionId" in result:
+        opened = sent.method in ("session/new", "session/fork")
+        if opened and isinstance(result, dict) and "sessionId" in result:
             self._sessions.add(result["sessionId"])
             self._session_cwd[result["sessionId"]] = (sent.params or {}).get("cwd")
         if self.strict and sent.method == "session/prompt" and result is not None:
@@ -600,7 +606,7 @@ class AcpClient:
             value: Any = self.client_capabilities
             for key in needed:
                 value = value.get(key) if isinstance(value, dict) else None
-            if value is not True:
+            if value is not True and not isinstance(value, dict):  # `{}` advertises too
                 self.violations.append(
                     f"agent called {method} without client capability {'.'.join(needed)}"
                 )

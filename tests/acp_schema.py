@@ -3,6 +3,10 @@
 Validating a whole JSON-RPC message against the schema's root catches almost
 nothing (the open Ext* shapes accept any payload), so each params/result is
 checked against its own ``$defs`` entry, found through ``x-method``/``x-side``.
+
+Methods the stable schema does not define yet (`session/fork`, unstable in v1) are checked
+against the unstable schema published beside it (``schema.unstable.json``); everything the
+stable schema defines is checked against the stable one.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ class _Schema:
     defs: dict[str, Any]
     agent_results: dict[str, str]  # method the agent handles -> its *Response def
     agent_sends: dict[str, str]  # method the agent may send -> its *Request/*Notification def
+    unstable: _Schema | None = None  # for methods this one does not define
 
 
 @functools.cache
@@ -43,6 +48,13 @@ def _schema() -> _Schema:
     path = schema_path()
     if not path.is_file():
         raise FileNotFoundError(f"ACP schema not found at {path} (set ACP_SCHEMA to override)")
+    unstable_path = path.with_name("schema.unstable.json")
+    unstable = _read(unstable_path) if unstable_path.is_file() else None
+    stable = _read(path)
+    return _Schema(stable.defs, stable.agent_results, stable.agent_sends, unstable)
+
+
+def _read(path: Path) -> _Schema:
     defs = json.loads(path.read_text())["$defs"]
     agent_results: dict[str, str] = {}
     agent_sends: dict[str, str] = {}
@@ -75,9 +87,20 @@ for _name, (_lo, _hi) in _INT_RANGES.items():
     )
 
 
-@functools.cache
-def _validator(def_name: str) -> Draft202012Validator:
+def _for_method(method: str) -> _Schema:
+    """The stable schema, or the unstable one for a method only that one defines."""
     s = _schema()
+    known = method in s.agent_results or method in s.agent_sends
+    if not known and s.unstable is not None:
+        return s.unstable
+    return s
+
+
+@functools.cache
+def _validator(def_name: str, unstable: bool = False) -> Draft202012Validator:
+    s = _schema()
+    if unstable and s.unstable is not None:
+        s = s.unstable
     if def_name not in s.defs:
         raise KeyError(f"no $defs entry {def_name!r} in the ACP schema")
     return Draft202012Validator(
@@ -127,9 +150,10 @@ def _explain(err: ValidationError) -> str:
     return f"at {_where(err)}: {err.message[:300]}"
 
 
-def validate_client_payload(def_name: str, payload: Any) -> list[str]:
-    """Problems of ``payload`` against ``$defs[def_name]`` (empty list = valid)."""
-    errors = list(_validator(def_name).iter_errors(payload))
+def validate_client_payload(def_name: str, payload: Any, unstable: bool = False) -> list[str]:
+    """Problems of ``payload`` against ``$defs[def_name]`` (empty list = valid); `unstable`:
+    of the unstable schema."""
+    errors = list(_validator(def_name, unstable).iter_errors(payload))
     if not errors:
         return []
     problem = f"{def_name} {_explain(max(errors, key=relevance))}"
@@ -175,14 +199,18 @@ def _check_outgoing(msg: dict[str, Any]) -> list[str]:
         problems.append(f"{method}: request id must be a string or integer, got {msg['id']!r}")
     if method.startswith("_"):
         return problems  # extension methods have no schema
-    def_name = _schema().agent_sends.get(method)
+    schema = _for_method(method)
+    def_name = schema.agent_sends.get(method)
     if def_name is None:
         return [*problems, f"agent sent unknown method {method!r}"]
     if def_name.endswith("Notification") and "id" in msg:
         problems.append(f"{method} is a notification but was sent with an id")
     if def_name.endswith("Request") and "id" not in msg:
         problems.append(f"{method} is a request but was sent without an id")
-    problems += [f"{method}: {p}" for p in validate_client_payload(def_name, msg.get("params"))]
+    unstable = schema is not _schema()
+    problems += [
+        f"{method}: {p}" for p in validate_client_payload(def_name, msg.get("params"), unstable)
+    ]
     return problems
 
 
@@ -206,7 +234,11 @@ def _check_response(
         return [*problems, "a response with id null must be an error (it answers a parse error)"]
     if method is None or method.startswith("_"):
         return problems
-    def_name = _schema().agent_results.get(method)
+    schema = _for_method(method)
+    def_name = schema.agent_results.get(method)
     if def_name is None:
         return [*problems, f"result for {method!r}, which has no response in the schema"]
-    return problems + [f"{method}: {p}" for p in validate_client_payload(def_name, msg["result"])]
+    unstable = schema is not _schema()
+    return problems + [
+        f"{method}: {p}" for p in validate_client_payload(def_name, msg["result"], unstable)
+    ]

@@ -20,7 +20,7 @@ from fake_openai import Call, text, tool_calls
 
 from agent.sandbox import available as sandbox_available
 
-BUILTINS = ["help", "compact", "init", "undo", "model", "mode"]
+BUILTINS = ["help", "compact", "init", "undo", "rewind", "model", "mode"]
 
 
 def is_commands(update: dict[str, Any]) -> bool:
@@ -227,6 +227,7 @@ def test_a_printing_command_is_replayed_by_load(heron, fake_llm, workspace):
     replay = load.updates()
     assert replay[0] == {
         "sessionUpdate": "user_message_chunk",
+        "messageId": replay[0]["messageId"],
         "content": {"type": "text", "text": "/mode"},
     }
     assert "The permission mode is `ask`" in replay[1]["content"]["text"]

@@ -7,12 +7,15 @@ import json
 import random
 
 import pytest
+from pydantic import BaseModel, Field
 
 from agent.context.compaction import fit, shorten, unseen_step
 from agent.llm.errors import context_size_in, refuses_tools, will_not_change
 from agent.textcalls.parse import call_of
 from agent.textcalls.render import as_text
 from agent.textcalls.scan import Block, BlockScanner
+from agent.tools import builtin_tools
+from agent.tools.base import lean_schema
 
 
 @pytest.mark.parametrize(
@@ -199,3 +202,23 @@ def test_a_block_left_open_at_the_end_still_counts():
 )
 def test_a_refusal_that_will_not_change_is_not_retried(body, final):
     assert will_not_change(body) is final
+
+
+class _Entry(BaseModel):
+    title: str = Field(description="The entry's title.")
+    multi_select: bool = False
+
+
+class _Entries(BaseModel):
+    entries: list[_Entry]
+
+
+def test_tool_schemas_carry_no_derived_titles_but_keep_a_property_named_title() -> None:
+    schema = lean_schema(_Entries.model_json_schema())
+    assert '"title": "' not in json.dumps(schema)  # no "Multi Select", "Entries", "_Entry"
+    entry = schema["$defs"]["_Entry"]
+    assert entry["properties"]["title"] == {"description": "The entry's title.", "type": "string"}
+    assert entry["required"] == ["title"]
+    # Every built-in tool's schema is lean (what every request carries).
+    for tool in builtin_tools():
+        assert '"title": "' not in json.dumps(tool.input_schema()), tool.name

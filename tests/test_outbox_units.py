@@ -8,8 +8,13 @@ from typing import Any
 from agent.acp.outbox import Outbox, encode
 
 
-def chunk(text: str, kind: str = "agent_message_chunk", session: str = "s1") -> dict[str, Any]:
-    update = {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+def chunk(
+    text: str, kind: str = "agent_message_chunk", session: str = "s1", message: str | None = None
+) -> dict[str, Any]:
+    update: dict[str, Any] = {"sessionUpdate": kind}
+    if message is not None:
+        update["messageId"] = message
+    update["content"] = {"type": "text", "text": text}
     return {
         "jsonrpc": "2.0",
         "method": "session/update",
@@ -108,6 +113,17 @@ def test_multibyte_text_and_lone_surrogates_merge_as_if_sent_one_by_one():
     assert one_by_one == "héllo 中文😀x\ufffd\ufffdy\ufffd"
 
 
+def test_chunks_merge_only_within_one_message():
+    _, data = put_all(
+        chunk("a", message="m1"),
+        chunk("b", message="m1"),
+        chunk("c", message="m2"),
+        chunk("d", message="m2"),
+        chunk("e"),
+    )
+    assert lines(data) == [chunk("ab", message="m1"), chunk("cd", message="m2"), chunk("e")]
+
+
 def test_a_session_id_that_needs_escaping_is_escaped_once():
     _, data = put_all(chunk("a", session='s"\\1'), chunk("b", session='s"\\1'))
     assert lines(data) == [chunk("ab", session='s"\\1')]
@@ -138,7 +154,7 @@ def test_updates_emit_spells_text_chunks_out_exactly_as_the_model_dump():
     async def drain() -> None:
         pass
 
-    emitter = Updates(notify, lambda: None, window, drain, list)
+    emitter = Updates(notify, list, window, drain, list)
     updates = [
         AgentMessageChunk(content=TextContent(text="a\n")),
         AgentThoughtChunk(content=TextContent(text="b")),
@@ -146,6 +162,10 @@ def test_updates_emit_spells_text_chunks_out_exactly_as_the_model_dump():
     ]
     for update in updates:
         emitter.emit(update)
+    # Each chunk got its message's id (a new message each: the kind changed in between).
+    ids = [m["update"].get("messageId") for m in sent]
+    assert ids[0] and ids[1] and ids[0] != ids[1] and ids[2] is None
+    updates[0].message_id, updates[1].message_id = ids[0], ids[1]
     assert sent == [SessionNotification(session_id="s1", update=u).dump() for u in updates]
     assert recorded == [m["update"] for m in sent]
     # Should TextContent grow fields (annotations), Updates.emit's spelled-out dump must carry them.

@@ -234,7 +234,7 @@ def test_where_the_layers_cannot_confine_auto_asks_and_says_why_once(
         for u in turn["updates"]
         if u.get("sessionUpdate") == "agent_message_chunk"
     ]
-    notes = [s for s in said if "Auto mode asks before each command here" in s]
+    notes = [s for s in said if "Auto mode asks before each command" in s]
     assert len(notes) == 1 and missing in notes[0]
     assert outside.exists()
 

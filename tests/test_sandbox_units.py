@@ -28,6 +28,7 @@ from agent.sandbox.zygote import ZygoteError
 from agent.tools.base import ToolContext
 from agent.tools.files import WriteFile
 from agent.tools.shell import Bash
+from agent.turn.updates import Updates
 
 confining = pytest.mark.skipif(
     support.detect().path is None, reason=f"no sandbox here: {support.detect().missing}"
@@ -263,8 +264,17 @@ def test_the_session_is_told_once_why_auto_asks(fresh_detection: Any) -> None:
     fresh_detection.setenv("HERON_SANDBOX", "off")
     sandbox = Sandbox(roots=lambda: [], active=lambda: True)
     notice = sandbox.notice()
-    assert notice is not None and "asks before each command" in notice
-    assert sandbox.notice() is None
+    assert notice is not None and notice.severity == "warning"
+    assert "asks before each command" in notice.text and "HERON_SANDBOX=off" in notice.text
+    said: list[dict[str, Any]] = []
+
+    async def nothing() -> Any:
+        return 0
+
+    updates = Updates(lambda u, record=False: said.append(u), list, nothing, nothing, list)
+    updates.note(sandbox.notice())
+    updates.note(sandbox.notice())  # the one place that tells notes: once per session
+    assert ["asks before each command" in u["content"]["text"] for u in said] == [True]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 from acp import (
     PROTOCOL_VERSION,
+    CreateElicitationResponse,
     InitializeResponse,
     NewSessionResponse,
     PromptResponse,
@@ -43,20 +44,23 @@ from acp.schema import (
     AgentMessageChunk,
     AllowedOutcome,
     ClientCapabilities,
+    CreateElicitationRequest,
     DeniedOutcome,
     FileEditToolCallContent,
     FileSystemCapabilities,
+    ForkSessionResponse,
     Implementation,
     PermissionOption,
     ReadTextFileRequest,
     ToolCallProgress,
     ToolCallStart,
     ToolCallUpdate,
+    UserMessageChunk,
     WriteTextFileRequest,
 )
 from conftest import heron_env
 from fake_openai import Call, FakeOpenAI, stall, text, tool_calls
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 # Seconds for a whole test, so a hang fails instead of blocking the run. asyncio.timeout cancels
 # once (anyio.fail_after would keep cancelling), so the SDK can still shut the agent down.
@@ -179,7 +183,30 @@ AGENT_RESULTS: dict[str, type[BaseModel]] = {
     "initialize": InitializeResponse,
     "session/new": NewSessionResponse,
     "session/prompt": PromptResponse,
+    "session/fork": ForkSessionResponse,
 }
+
+
+class SteeringResponse(BaseModel):
+    """`_session/steering`'s answer (an extension: the SDK has no model of it)."""
+
+    outcome: str
+    reason: str | None = None
+
+
+AGENT_MESSAGES["elicitation/create"] = CreateElicitationRequest  # type: ignore[assignment]
+AGENT_RESULTS["_session/steering"] = SteeringResponse
+
+
+def _newer_than_the_sdk(message: dict[str, Any]) -> dict[str, Any]:
+    """`message` without the fields of the ACP schema Heron follows that the SDK's older one
+    (release 1.19) does not have yet: a tool call's `name` (schema 1.20)."""
+    message = json.loads(json.dumps(message))
+    params = message.get("params") if isinstance(message.get("params"), dict) else {}
+    for call in (params.get("update"), params.get("toolCall")):
+        if isinstance(call, dict) and ("toolCallId" in call):
+            call.pop("name", None)
+    return message
 
 
 @dataclass
@@ -201,7 +228,7 @@ class Traffic:
         """What the SDK rejected, dropped or changed of what the agent sent."""
         found: list[str] = []
         sent_methods = {m["id"]: m["method"] for m in self.outgoing if "method" in m and "id" in m}
-        for message in self.incoming:
+        for message in map(_newer_than_the_sdk, self.incoming):
             if "method" in message:  # a request or notification from the agent
                 what = message["method"]
                 model = AGENT_MESSAGES.get(what)
@@ -216,7 +243,7 @@ class Traffic:
                 found.append(f"{what}: not a message the SDK client knows: {json.dumps(message)}")
                 continue
             try:
-                parsed = _dump(model.model_validate(params))
+                parsed = _dump(TypeAdapter(model).validate_python(params))
             except ValidationError as exc:
                 found.append(f"{what} REJECTED by the SDK: {exc}\n  sent {json.dumps(params)}")
                 continue
@@ -283,6 +310,8 @@ def sdk_heron(
                     # the agent logs at debug level: never let an unread stderr pipe block it
                     transport_kwargs={"stderr": stderr, "limit": 16 * 1024 * 1024},
                     observers=[traffic],
+                    # elicitation/create is unstable in the SDK's schema (stable since 1.21)
+                    use_unstable_protocol=True,
                 ) as (conn, process):
                     heron = Heron(conn, client, traffic, process, stderr_path)
                     yield heron
@@ -447,3 +476,85 @@ async def test_cancel_a_stalled_stream(sdk_heron, fake_llm, workspace):
     assert message_text(h.client.session_updates()) == ["Thinking about it", "Done."]
     cancels = [m for m in h.traffic.outgoing if m.get("method") == "session/cancel"]
     assert cancels == [{"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}]
+
+
+# ---------------------------------------------------- the conversation in the user's hands (28)
+
+
+class GatedClient(SdkClient):
+    """Holds permission answers until `gate` is set; answers forms with `form_answer`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.asked = asyncio.Event()
+        self.forms: list[Any] = []
+        self.form_answer: dict[str, Any] = {"action": "decline"}
+
+    async def request_permission(self, *args: Any, **kwargs: Any) -> RequestPermissionResponse:
+        self.asked.set()
+        await self.gate.wait()
+        return await super().request_permission(*args, **kwargs)
+
+    async def create_elicitation(self, message: str, mode: Any, **kwargs: Any) -> Any:
+        self.forms.append((message, mode))
+        return TypeAdapter(CreateElicitationResponse).validate_python(self.form_answer)
+
+
+@pytest.mark.anyio
+async def test_sdk_steers_a_running_turn(sdk_heron, fake_llm, workspace, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "SdkClient", GatedClient)
+    fake_llm.script(tool_calls(Call("bash", {"command": "true"}, id="b1")), text("Steered."))
+    async with asyncio.timeout(TIMEOUT):
+        async with sdk_heron("--mode", "ask") as h:
+            init = await initialize(h.conn)
+            assert (init.field_meta or {})["steering"] == {"supported": True}
+            session = await h.conn.new_session(cwd=workspace, mcp_servers=[])
+            sid = session.session_id
+            turn = asyncio.create_task(h.conn.prompt(session_id=sid, prompt=[text_block("Go")]))
+            await h.client.asked.wait()
+            prompt = [{"type": "text", "text": "use tabs"}]
+            steer = asyncio.create_task(
+                h.conn.ext_method("session/steering", {"sessionId": sid, "prompt": prompt})
+            )
+            await asyncio.sleep(0)
+            h.client.gate.set()
+            steered = await steer
+            response = await turn
+            idle = await h.conn.ext_method("session/steering", {"sessionId": sid, "prompt": prompt})
+    assert steered == {"outcome": "injected"}
+    assert idle == {"outcome": "promptRequired", "reason": "noRunningTurn"}
+    assert response.stop_reason == "end_turn"
+    (echo,) = h.client.session_updates(UserMessageChunk)
+    assert echo.content.text == "use tabs" and echo.message_id
+    assert fake_llm.requests[1].body["messages"][-1] == {"role": "user", "content": "use tabs"}
+
+
+@pytest.mark.anyio
+async def test_sdk_answers_an_ask_user_form_and_forks(sdk_heron, fake_llm, workspace, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "SdkClient", GatedClient)
+    question = {"questions": [{"question": "Which?", "options": [{"label": "x"}, {"label": "y"}]}]}
+    fake_llm.script(tool_calls(Call("ask_user", question, id="q1")), text("Took y."))
+    async with asyncio.timeout(TIMEOUT):
+        async with sdk_heron() as h:
+            h.client.form_answer = {"action": "accept", "content": {"q1": "y"}}
+            await h.conn.initialize(
+                protocol_version=PROTOCOL_VERSION,
+                client_capabilities=ClientCapabilities.model_validate(
+                    {"fs": {}, "terminal": False, "elicitation": {"form": {}}}
+                ),
+                client_info=Implementation(name="acp-python-sdk-conformance", version="0"),
+            )
+            session = await h.conn.new_session(cwd=workspace, mcp_servers=[])
+            sid = session.session_id
+            response = await h.conn.prompt(session_id=sid, prompt=[text_block("Ask me")])
+            forked = await h.conn.fork_session(session_id=sid, cwd=workspace, mcp_servers=[])
+            fake_llm.script(text("In the fork."))
+            again = await h.conn.prompt(session_id=forked.session_id, prompt=[text_block("More")])
+    assert response.stop_reason == "end_turn" and again.stop_reason == "end_turn"
+    ((_, mode),) = h.client.forms
+    assert mode.tool_call_id == "q1"
+    assert "Which?\n→ y" in fake_llm.requests[1].body["messages"][-1]["content"]
+    assert forked.session_id != sid
+    users = [m["content"] for m in fake_llm.requests[-1].body["messages"] if m["role"] == "user"]
+    assert users == ["Ask me", "More"]

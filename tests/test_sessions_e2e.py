@@ -27,9 +27,10 @@ TURN_KINDS = (*CHUNKS, "tool_call", "tool_call_update", "plan")
 
 
 def editor_view(updates: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """What an editor shows for a stream of updates: text chunks joined, each tool call in its
-    final state where it was announced, the last plan. Other updates (usage, title) are not
-    part of the conversation."""
+    """What an editor shows for a stream of updates: the text chunks of one message joined
+    (one `messageId`; the ids themselves are left out: tests/test_messages_ids_e2e.py checks
+    them), each tool call in its final state where it was announced, the last plan. Other
+    updates (usage, title) are not part of the conversation."""
     shown: list[dict[str, Any] | None] = []
     calls: dict[str, dict[str, Any]] = {}
     plan_at: int | None = None
@@ -37,14 +38,16 @@ def editor_view(updates: list[dict[str, Any]]) -> list[dict[str, Any]]:
         kind = update["sessionUpdate"]
         last = shown[-1] if shown else None
         if kind in CHUNKS:
+            message = update.pop("messageId", None)
             if (
                 last is not None
                 and last["sessionUpdate"] == kind
+                and last.get("_message") == message
                 and last["content"]["type"] == "text" == update["content"]["type"]
             ):
                 last["content"]["text"] += update["content"]["text"]
             else:
-                shown.append(update)
+                shown.append({**update, "_message": message})
         elif kind == "tool_call":
             calls[update["toolCallId"]] = update
             shown.append(update)
@@ -57,7 +60,7 @@ def editor_view(updates: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 shown[plan_at] = None
             plan_at = len(shown)
             shown.append(update)
-    return [u for u in shown if u is not None]
+    return [{k: v for k, v in u.items() if k != "_message"} for u in shown if u is not None]
 
 
 def user_chunk(content: dict[str, Any]) -> dict[str, Any]:
@@ -114,6 +117,7 @@ def test_session_capabilities_are_advertised(heron):
         "close": {},
         "delete": {},
         "additionalDirectories": {},
+        "fork": {},
     }
 
 

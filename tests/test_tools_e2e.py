@@ -108,12 +108,14 @@ def assert_lifecycle(
     locations: list[dict[str, Any]] | None,
     end: str = "completed",
 ) -> list[dict[str, Any]]:
-    """tool_call (pending, named) → described (title/locations/rawInput) → in_progress → end."""
+    """tool_call (pending, named: the `name` field too) → described (title/locations/rawInput)
+    → in_progress → end."""
     mine = for_call(updates, call_id)
     assert mine[0] == {
         "sessionUpdate": "tool_call",
         "toolCallId": call_id,
         "title": name,
+        "name": name,
         "kind": kind,
         "status": "pending",
     }

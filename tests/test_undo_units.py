@@ -162,7 +162,7 @@ def test_journal_round_trips_through_the_store(tmp_path: Path):
 def test_a_damaged_row_loses_only_its_own_turn():
     journal = UndoJournal()
     good = '{"op": "write", "path": "/w/a", "before": {"kind": "absent"}, "after": "h"}'
-    journal.restore([(1, 0, "[]", ["{not json"]), (2, 0, '["bash"]', [good])])
+    journal.restore([(1, 0, "[]", ["{not json"], None), (2, 0, '["bash"]', [good], None)])
     assert [t.turn for t in journal.turns] == [2]
 
 

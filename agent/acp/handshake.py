@@ -83,12 +83,24 @@ def initialize_result(terminal_auth: bool = False) -> dict[str, Any]:
                 "close": {},
                 "delete": {},
                 "additionalDirectories": {},
+                "fork": {},  # unstable in v1: Zed's "Fork Thread", Claude's and Codex's adapters
             },
             "auth": {"logout": {}},
         },
         # Terminal methods may be offered only to clients that said they can run them.
         "authMethods": [setup_method()] if terminal_auth else [],
         "agentInfo": {"name": "heron", "title": "Heron", "version": __version__},
+        # Extensions, under the names the clients built for other agents look for:
+        # `_session/steering` (codex-acp, claude-agent-acp) and claude-agent-acp's rewinds.
+        "_meta": {
+            "steering": {"supported": True},
+            "sessionRewind": {"version": 1, "method": "_session/rewind"},
+            "sessionRewindFiles": {
+                "version": 1,
+                "method": "_session/rewind_files",
+                "dryRun": True,
+            },
+        },
     }
 
 

@@ -2,7 +2,8 @@
 
 A model can stream deltas faster than the editor reads them (a burst arrives in one network
 read). Each `agent_message_chunk` or `agent_thought_chunk` of plain text that is queued behind
-another of the same kind and session, with nothing between them, is merged into it: the editor
+another of the same kind, session and message (`messageId`), with nothing between them, is
+merged into it: the editor
 gets fewer, longer notifications, the same text in the same order. Nothing else is merged, and
 nothing already taken by the writer changes.
 
@@ -23,6 +24,10 @@ from typing import Any
 log = logging.getLogger("heron.wire")
 
 MERGED_KINDS = frozenset(("agent_message_chunk", "agent_thought_chunk"))
+# (session id, kind, message id): what must be equal for two chunks to merge.
+_Key = tuple[str, str, str | None]
+# The fields of a text chunk's update in the order Heron writes them (`_text_update`).
+_FIELDS = (("sessionUpdate", "messageId", "content"), ("sessionUpdate", "content"))
 # The end of a text chunk's line: closes text, content, update, params and the message.
 _TEXT_END = b'"}}}}\n'
 
@@ -33,7 +38,7 @@ class _Text:
 
     __slots__ = ("key", "parts")
 
-    def __init__(self, key: tuple[str, str], head: bytes, piece: bytes) -> None:
+    def __init__(self, key: _Key, head: bytes, piece: bytes) -> None:
         self.key = key
         self.parts = [head, piece]
 
@@ -42,7 +47,7 @@ class Outbox:
     def __init__(self) -> None:
         self._entries: deque[bytes | _Text] = deque()
         self.size = 0  # bytes queued
-        self._heads: dict[tuple[str, str], bytes] = {}
+        self._heads: dict[_Key, bytes] = {}
 
     def __bool__(self) -> bool:
         return bool(self._entries)
@@ -79,12 +84,12 @@ class Outbox:
         self.size = 0
         return b"".join(parts)
 
-    def _head(self, key: tuple[str, str]) -> bytes:
+    def _head(self, key: _Key) -> bytes:
         """The line of a text chunk up to its text, exactly as `encode` writes it."""
         head = self._heads.get(key)
         if head is None:
-            session_id, kind = key
-            params = {"sessionId": session_id, "update": _text_update(kind, "")}
+            session_id, kind, message_id = key
+            params = {"sessionId": session_id, "update": _text_update(kind, message_id, "")}
             line = encode({"jsonrpc": "2.0", "method": "session/update", "params": params})
             assert line.endswith(_TEXT_END)
             head = line[: -len(_TEXT_END)]
@@ -94,28 +99,36 @@ class Outbox:
         return head
 
 
-def _text_update(kind: str, text: str) -> dict[str, Any]:
-    return {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+def _text_update(kind: str, message_id: str | None, text: str) -> dict[str, Any]:
+    """A text chunk's update, its fields in the order Heron writes them (the text last)."""
+    content = {"type": "text", "text": text}
+    if message_id is None:
+        return {"sessionUpdate": kind, "content": content}
+    return {"sessionUpdate": kind, "messageId": message_id, "content": content}
 
 
-def _text_chunk(message: dict[str, Any]) -> tuple[tuple[str, str], str] | None:
-    """((session id, kind), text) if `message` is a mergeable text chunk with no other field."""
+def _text_chunk(message: dict[str, Any]) -> tuple[_Key, str] | None:
+    """((session id, kind, message id), text) if `message` is a mergeable text chunk with no
+    other field, written in the order `_text_update` has."""
     if message.get("method") != "session/update" or len(message) != 3:
         return None
     params = message.get("params")
     if type(params) is not dict or len(params) != 2:
         return None
     session_id, update = params.get("sessionId"), params.get("update")
-    if type(session_id) is not str or type(update) is not dict or len(update) != 2:
+    if type(session_id) is not str or type(update) is not dict:
         return None
     kind = update.get("sessionUpdate")
     content = update.get("content")
     if kind not in MERGED_KINDS or type(content) is not dict or len(content) != 2:
         return None
+    message_id = update.get("messageId")
+    if tuple(update) not in _FIELDS or not (message_id is None or type(message_id) is str):
+        return None
     text = content.get("text")
     if content.get("type") != "text" or type(text) is not str:
         return None
-    return (session_id, kind), text
+    return (session_id, kind, message_id), text
 
 
 def _escaped(text: str) -> bytes:

@@ -27,13 +27,25 @@ class FileSystemCapabilities:
 
 
 class ClientCapabilities:
-    """What Heron uses of `clientCapabilities` (the same attributes as the pydantic model's)."""
+    """What Heron uses of `clientCapabilities`: the file system, the terminal, and whether the
+    client shows `notice` and `compaction_update` updates (`session.notices`,
+    `session.compaction`) and elicitation forms (`elicitation.form`)."""
 
-    __slots__ = ("fs", "terminal")
+    __slots__ = ("elicitation_form", "fs", "session_compaction", "session_notices", "terminal")
 
-    def __init__(self, fs: FileSystemCapabilities | None = None, terminal: bool = False) -> None:
+    def __init__(
+        self,
+        fs: FileSystemCapabilities | None = None,
+        terminal: bool = False,
+        session_notices: bool = False,
+        session_compaction: bool = False,
+        elicitation_form: bool = False,
+    ) -> None:
         self.fs = fs if fs is not None else FileSystemCapabilities()
         self.terminal = terminal
+        self.session_notices = session_notices
+        self.session_compaction = session_compaction
+        self.elicitation_form = elicitation_form
 
 
 class ClientInfo:
@@ -74,10 +86,19 @@ def read_initialize(params: dict[str, Any]) -> InitializeParams:
     caps, info = parsed.client_capabilities, parsed.client_info
     return InitializeParams(
         ClientCapabilities(
-            FileSystemCapabilities(caps.fs.read_text_file, caps.fs.write_text_file), caps.terminal
+            FileSystemCapabilities(caps.fs.read_text_file, caps.fs.write_text_file),
+            caps.terminal,
+            *_offers(caps.session, ("notices", "compaction")),
+            *_offers(caps.elicitation, ("form",)),
         ),
         ClientInfo(info.name, info.version) if info is not None else None,
     )
+
+
+def _offers(group: Any, names: tuple[str, ...]) -> list[bool]:
+    """For each name, whether `group` (a capability object) advertises it: an object there
+    (`{}`) means yes; absent, null or anything else means no (ACP's leniency)."""
+    return [isinstance(group, dict) and isinstance(group.get(name), dict) for name in names]
 
 
 def read_new_session(params: dict[str, Any]) -> NewSessionParams:
@@ -155,14 +176,18 @@ def _capabilities(value: Any) -> ClientCapabilities | None:
     terminal = value.get("terminal", False)
     if type(terminal) is not bool:
         return None  # the model takes "yes", 1... as booleans, and anything else as false
+    offered = [
+        *_offers(value.get("session"), ("notices", "compaction")),
+        *_offers(value.get("elicitation"), ("form",)),
+    ]
     if fs is _ABSENT:
-        return ClientCapabilities(terminal=terminal)
+        return ClientCapabilities(None, terminal, *offered)
     if type(fs) is not dict or not fs.keys().isdisjoint(("read_text_file", "write_text_file")):
         return None
     read, write = fs.get("readTextFile", False), fs.get("writeTextFile", False)
     if type(read) is not bool or type(write) is not bool:
         return None
-    return ClientCapabilities(FileSystemCapabilities(read, write), terminal)
+    return ClientCapabilities(FileSystemCapabilities(read, write), terminal, *offered)
 
 
 def _client_info(value: Any) -> ClientInfo | None:

@@ -73,6 +73,9 @@ class ClientCapabilities(Incoming):
         default_factory=FileSystemCapabilities
     )
     terminal: Annotated[bool, _default_on_error(False)] = False
+    # Read as raw objects (agent.acp.params decides what they advertise).
+    session: Annotated[dict[str, Any] | None, _default_on_error(None)] = None
+    elicitation: Annotated[dict[str, Any] | None, _default_on_error(None)] = None
 
 
 class Implementation(Incoming):
@@ -286,6 +289,7 @@ class ToolCallFields(Outgoing):
 
     tool_call_id: str
     title: str | None = None
+    name: str | None = None  # the tool's own name (stable, for programs), beside the title
     kind: ToolKind | None = None
     status: ToolCallStatus | None = None
     content: list[ToolCallContent] | None = None
@@ -303,18 +307,25 @@ class ToolCallProgress(ToolCallFields):
     session_update: Literal["tool_call_update"] = "tool_call_update"
 
 
+# A chunk's `messageId` comes before its content: streamed text merges in the outbox only when
+# the text is the last thing on its line (agent.acp.outbox).
+
+
 class AgentMessageChunk(Outgoing):
     session_update: Literal["agent_message_chunk"] = "agent_message_chunk"
+    message_id: str | None = None  # the same for every chunk of one message
     content: TextContent
 
 
 class AgentThoughtChunk(Outgoing):
     session_update: Literal["agent_thought_chunk"] = "agent_thought_chunk"
+    message_id: str | None = None
     content: TextContent
 
 
 class UserMessageChunk(Outgoing):
     session_update: Literal["user_message_chunk"] = "user_message_chunk"
+    message_id: str | None = None
     content: TextContent
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import anyio
 
 from agent.acp.handshake import SETUP_METHOD_ID, initialize_result, offers_terminal_auth
+from agent.acp.ids import uuid4
 from agent.acp.params import (
     ClientCapabilities,
     certain_session_id,
@@ -37,7 +38,9 @@ from agent.acp.wire import (
     RpcError,
 )
 from agent.app.options import OptionMethods
-from agent.app.sessions import SessionStore, run_mode
+from agent.app.rewind import RewindMethods
+from agent.app.sessions import SessionStore, run_mode, user_present
+from agent.app.steering import SteeringMethod
 from agent.commands import announce_after_answer
 from agent.errors import TurnFailed
 from agent.options.apply import opened
@@ -80,6 +83,7 @@ class Server:
             settings, self.sessions, self._open_session, _parse, _check_cwd, check_directories
         )
         options = OptionMethods(self._session, _parse)
+        rewinds = RewindMethods(self.sessions)
         # Every ACP method Heron answers, in one place.
         methods: dict[str, Handler] = {
             "initialize": self.initialize,
@@ -87,6 +91,7 @@ class Server:
             "logout": self.logout,
             "session/new": self.new_session,
             "session/load": self.store.load,
+            "session/fork": self.store.fork,
             "session/resume": self.store.resume,
             "session/list": self.store.list,
             "session/close": self.store.close,
@@ -95,6 +100,9 @@ class Server:
             "session/cancel": self.cancel,
             "session/set_config_option": options.set_config_option,
             "session/set_mode": options.set_mode,
+            "_session/steering": SteeringMethod(self._session).steer,
+            "_session/rewind": rewinds.rewind,
+            "_session/rewind_files": rewinds.rewind_files,
         }
         for method, handler in methods.items():
             connection.register(method, handler)
@@ -202,11 +210,12 @@ class Server:
                 raise RpcError(AUTH_REQUIRED, NEEDS_SETUP)
         cwd = _check_cwd(parsed.cwd)
         directories = check_directories(parsed.additional_directories)
-        session_id = f"sess_{_uuid4_hex()}"
+        session_id = f"sess_{uuid4().replace('-', '')}"
         session = self._open_session(session_id, cwd, parsed.mcp_servers)
         session.additional_directories = directories
         if mode := run_mode(params):
             session.mode = mode  # for this run only (heron exec); saved: the default
+        session.user_present = user_present(params)
         self.store.attach(session, new=True)  # stored once the answer is out
         announce_after_answer(session)  # the slash commands
         log.info("session %s in %s", session_id, cwd)
@@ -296,14 +305,6 @@ class Server:
             raise RpcError(INVALID_PARAMS, f"unknown session: {session_id}")
         session.release_updates()
         return session
-
-
-def _uuid4_hex() -> str:
-    """`uuid.uuid4().hex`, without importing `uuid` (and `platform`) before `session/new`."""
-    raw = bytearray(os.urandom(16))
-    raw[6] = raw[6] & 0x0F | 0x40  # version 4
-    raw[8] = raw[8] & 0x3F | 0x80  # RFC 4122 variant
-    return raw.hex()
 
 
 def _check_cwd(cwd: str, what: str = "cwd") -> Path:

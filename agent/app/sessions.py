@@ -7,6 +7,7 @@ The store itself is made on first use (the row of a new session, written once th
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 from collections.abc import Callable
@@ -15,11 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from agent.acp.ids import uuid4
 from agent.acp.wire import INTERNAL_ERROR, INVALID_PARAMS, RpcError
-from agent.commands import announce_now
+from agent.commands import announce_after_answer, announce_now
 from agent.config import MODES
 from agent.context.history import answer_dangling_calls
 from agent.options.apply import opened
+from agent.rewind.marks import cut_at_message
 from agent.store.replay import INTERRUPTED, replay_updates
 from agent.store.saver import Saver, title_update
 from agent.store.store import LogFailure, Store, data_dir
@@ -90,13 +93,72 @@ class SessionStore:
 
     async def load(self, params: dict[str, Any]) -> dict[str, Any]:
         session, stored = await self._restore(params)
-        for update in replay_updates(stored.transcript):
+        client = session.client_capabilities
+        shown = replay_updates(stored.transcript, client.session_notices, client.session_compaction)
+        for update in shown:
             session.notify(update)
         return await _answer_restored(session)
 
     async def resume(self, params: dict[str, Any]) -> dict[str, Any]:
         session, _ = await self._restore(params)
         return await _answer_restored(session)
+
+    async def fork(self, params: dict[str, Any]) -> dict[str, Any]:
+        """`session/fork`: a new session with its own id, the same mode and picks, and a copy
+        of the source's history and transcript: all of it, or up to a message
+        (`_meta.heron.messageId`, or `messageId`): before a user message, through an answer
+        and its step's tool calls. Stored, listed and loadable like any other; the source is
+        not touched, and files are not copied (its undo journal starts empty)."""
+        from agent.store.params import LoadSessionParams
+
+        parsed = self.parse(LoadSessionParams, params)
+        cwd = self.check_cwd(parsed.cwd)
+        directories = self.check_directories(parsed.additional_directories)
+        source = self.sessions.get(parsed.session_id)
+        mode: str | None
+        if source is not None:
+            history, transcript = source.history, source.transcript.entries
+            title, mode, options = source.title, source.saved_mode, source.choices.saved()
+        else:
+            session_id = parsed.session_id
+
+            def query(conn: Any) -> StoredSession | None:
+                from agent.store import db
+
+                return db.load_session(conn, session_id)
+
+            stored = _readable(await self._read(query), session_id, self.store.failure)
+            history, transcript = stored.history, stored.transcript
+            title, mode, options = stored.row.title, stored.row.mode, stored.row.options
+        if (message := fork_message(params)) is not None:
+            cut = cut_at_message(transcript, message)
+            if isinstance(cut, str) or cut is None:
+                why = "there is no such message" if cut else "it has no place to fork from yet"
+                raise RpcError(INVALID_PARAMS, f"cannot fork at message {message}: {why}")
+            history, transcript = history[: cut.history], transcript[: cut.transcript]
+        session = self.make_session(f"sess_{uuid4().replace('-', '')}", cwd, parsed.mcp_servers)
+        session.additional_directories = directories
+        copied = copy.deepcopy((history, transcript))
+        session.history = answer_dangling_calls(copied[0], lambda _call_id: INTERRUPTED)
+        session.transcript.replace(copied[1])
+        session.title = title
+        if mode:
+            session.mode = session.saved_mode = mode
+        session.choices.restore(options)
+        for update in copied[1]:
+            if update.get("sessionUpdate") == "tool_call" and update.get("toolCallId"):
+                session.new_call_id(update["toolCallId"])
+        if run := run_mode(params):
+            session.mode = run
+        session.user_present = user_present(params)
+        self.attach(session, new=True)  # stored, whole, once the answer is out
+        announce_after_answer(session)
+        log.info("session %s forked from %s", session.id, parsed.session_id)
+        answer = {"sessionId": session.id, **opened(session)}
+        session.hold_until_answered()  # what follows goes out after the answer
+        if title:
+            session.notify(title_update(title))
+        return answer
 
     async def list(self, params: dict[str, Any]) -> dict[str, Any]:
         from agent.store.params import ListSessionsParams
@@ -182,6 +244,7 @@ class SessionStore:
         _put_back(session, stored, self.attach(session))
         if mode := run_mode(params):
             session.mode = mode  # for this run only: the saved mode stays the stored one
+        session.user_present = user_present(params)
         if [str(d) for d in directories] != stored.row.additional_dirs:
             session.save()  # the request's list is the session's now (session/list shows it)
         log.info("session %s restored (%d messages)", session_id, len(stored.history))
@@ -289,6 +352,25 @@ async def _end(session: Session) -> None:
     its last step."""
     await session.aclose()
     await session.wait_idle()
+
+
+def fork_message(params: dict[str, Any]) -> str | None:
+    """The message a `session/fork` asks to fork at: `_meta.heron.messageId`, or a top-level
+    `messageId` (ACP's fork has none yet)."""
+    meta = params.get("_meta")
+    heron = meta.get("heron") if isinstance(meta, dict) else None
+    found = heron.get("messageId") if isinstance(heron, dict) else params.get("messageId")
+    if found is not None and (not isinstance(found, str) or not found):
+        raise RpcError(INVALID_PARAMS, f"a fork's messageId must be a message id, got {found!r}")
+    return found
+
+
+def user_present(params: dict[str, Any]) -> bool:
+    """`_meta.heron.askUser: false`: nobody can answer the model's questions in this run
+    (`heron exec`), so `ask_user` tells the model to decide by itself."""
+    meta = params.get("_meta")
+    heron = meta.get("heron") if isinstance(meta, dict) else None
+    return not (isinstance(heron, dict) and heron.get("askUser") is False)
 
 
 def run_mode(params: dict[str, Any]) -> str | None:

@@ -16,8 +16,9 @@ from agent.acp.protocol import StopReason
 from agent.commands import pickers
 from agent.commands.catalog import commands_of, user_folder
 from agent.commands.parse import Invocation, text_block
+from agent.commands.rewind import run_rewind
 from agent.commands.undo import run_undo
-from agent.context.compaction import Budget
+from agent.context.compaction import Budget, summary_of
 from agent.context.compaction import compact as compact_history
 from agent.context.usage import FIXED, HISTORY, chars_per_token, context_size, estimate_tokens
 from agent.llm import LLMError
@@ -54,6 +55,12 @@ When done, say in a few lines what you wrote or changed."""
 async def undo(turn: Conversation, call: Invocation) -> StopReason:
     """/undo: revert the newest turn whose file changes are not undone yet (agent.undo)."""
     await run_undo(turn)
+    return "end_turn"
+
+
+async def rewind(turn: Conversation, call: Invocation) -> StopReason:
+    """/rewind [N]: list the messages, or go back to before message N (agent.rewind)."""
+    await run_rewind(turn, call.arguments)
     return "end_turn"
 
 
@@ -96,6 +103,7 @@ async def compact(turn: Conversation, call: Invocation) -> StopReason:
     system = {"role": "system", "content": await session.system_prompt()}
     fixed_per_token = chars_per_token(session.settings, FIXED)
     fixed = estimate_tokens([system, *session.tool_specs()], fixed_per_token)
+    compaction = turn.updates.begin_compaction()
     try:
         compacted = await compact_history(
             session.settings,
@@ -105,16 +113,19 @@ async def compact(turn: Conversation, call: Invocation) -> StopReason:
             whole=True,
         )
     except LLMError as exc:
-        turn.updates.say(f"The conversation could not be compacted: {exc}")
+        text = f"The conversation could not be compacted: {exc}"
+        turn.updates.end_compaction(compaction, text, ok=False)
         return "end_turn"
     if compacted is None:
-        turn.updates.say("Nothing to compact: the conversation has no earlier messages yet.")
+        text = "Nothing to compact: the conversation has no earlier messages yet."
+        turn.updates.end_compaction(compaction, text, ok=False)
         return "end_turn"
-    session.history = compacted.history
+    before = len(session.history)
+    session.history, summarized = compacted.history, compacted.summarized
+    session.history_rewritten(summarized, before)
     focus = f", focused on “{call.arguments}”" if call.arguments else ""
-    turn.updates.say(
-        f"Compacted the conversation: {compacted.summarized} messages are now a summary{focus}."
-    )
+    text = f"Compacted the conversation: {summarized} messages are now a summary{focus}."
+    turn.updates.end_compaction(compaction, text, summary_of(session.history, summarized))
     turn.updates.checkpoint()
     # What the next request sends: the system prompt and the tools as well as the summary.
     await turn.updates.report_tokens(await session.next_request_tokens())
@@ -175,6 +186,7 @@ BUILTIN_HANDLERS: dict[str, Handler] = {
     "compact": compact,
     "init": init,
     "undo": undo,
+    "rewind": rewind,
     "model": model,
     "mode": mode,
 }

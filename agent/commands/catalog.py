@@ -38,6 +38,11 @@ BUILTINS = (
     ),
     Command("init", "Study the project and write or update AGENTS.md", needs_model=True),
     Command("undo", "Revert the file changes of the last turn that changed files"),
+    Command(
+        "rewind",
+        "List your messages, or go back to just before message N (conversation and files)",
+        "optional: the message's number",
+    ),
     Command("model", "Show the model, or switch to another", "model name"),
     Command(
         "mode",

@@ -8,17 +8,25 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from agent.commands.catalog import CommandHost
 from agent.options.holder import OptionHolder
+from agent.rewind.conversation import Rewindable
 
 if TYPE_CHECKING:
     from agent.acp.protocol import PromptBlock, StopReason
+    from agent.store.saver import Saver
     from agent.tools.base import Tool
     from agent.undo.journal import UndoJournal
 
 
-class ConversationState(CommandHost, OptionHolder, Protocol):
+class ConversationState(CommandHost, OptionHolder, Rewindable, Protocol):
     """The session's state the handlers read and change."""
 
+    @property
+    def saver(self) -> Saver | None: ...
+
     history: list[dict[str, Any]]  # the model's view (OpenAI chat messages)
+
+    def history_rewritten(self, summarized: int, before: int) -> None:
+        """Compaction made the first `summarized` of `before` messages a summary."""
 
     @property
     def context_limit(self) -> int | None:
@@ -44,6 +52,14 @@ class Said(Protocol):
 
     def say(self, text: str) -> None: ...
 
+    def begin_compaction(self) -> str | None:
+        """A compaction starts; its id when the client shows compactions."""
+
+    def end_compaction(
+        self, compaction_id: str | None, text: str, summary: str | None = None, ok: bool = True
+    ) -> None:
+        """How the compaction ended, in words and (when shown) as a `compaction_update`."""
+
     def checkpoint(self) -> None:
         """A step boundary: the session saves what changed."""
 
@@ -67,6 +83,8 @@ class ToolRunner(Protocol):
 
 class Conversation(Protocol):
     """The running prompt turn, as a command handler gets it."""
+
+    prompt_at: int  # where the prompt that began it starts in the transcript
 
     @property
     def session(self) -> ConversationState: ...

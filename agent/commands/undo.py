@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agent.errors import Refused, RejectedByUser
+from agent.rewind.conversation import bring_back
 from agent.undo.revert import Outcome
 from agent.undo.tool import UndoArgs, UndoTool
 
@@ -28,6 +29,20 @@ async def run_undo(turn: Conversation) -> None:
     if record is None:
         turn.updates.say(NOTHING + _untracked_note(untracked, "Turns of this conversation ran"))
         return
+    back: str | None = None  # what became of a rewind's conversation
+    brought_back = False  # ... it is as it was: the model needs no word about the files
+    if record.conversation is not None:  # a rewind (agent.rewind): its conversation first
+        why = await bring_back(session, record)
+        brought_back = why is None
+        back = (
+            "Brought back the conversation that the rewind took out."
+            if brought_back
+            else f"The conversation was not brought back: {why}."
+        )
+        if not record.changes:
+            turn.updates.say(back)
+            turn.updates.checkpoint()
+            return
     tool = UndoTool(record)
     args = UndoArgs(turn=record.turn)
     call_id = turn.calls.announce("undo", tool.name, tool)
@@ -53,8 +68,10 @@ async def run_undo(turn: Conversation) -> None:
         return
     done = [o for o in tool.outcomes if o.reverted]
     left = [o for o in tool.outcomes if not o.reverted]
-    lines = []
-    if done:
+    lines = [back] if back else []
+    if done and back:
+        lines.append(f"Put back the files the rewind had restored ({_files(done)}).")
+    elif done:
         lines.append(f"Undid the file changes of the last turn that did any ({_files(done)}).")
     else:
         lines.append("No file of the last turn that changed files could be reverted.")
@@ -69,6 +86,9 @@ async def run_undo(turn: Conversation) -> None:
     if following is not None:
         lines.append("Run /undo again to revert the turn before it.")
     turn.updates.say("\n\n".join(lines))
+    if brought_back:
+        turn.updates.checkpoint()
+        return
     summary = " ".join(o.note for o in tool.outcomes)
     session.history.append(
         {

@@ -227,6 +227,15 @@ def _cut_middle(text: str, limit: int) -> str:
     )
 
 
+def summary_of(history: list[dict[str, Any]], summarized: int) -> str | None:
+    """The summary a compaction that summarized `summarized` messages put first in `history`."""
+    first = history[0] if summarized and history else None
+    content = first.get("content") if first else None
+    if not isinstance(content, str) or not content.startswith(SUMMARY_PREFIX):
+        return None
+    return content[len(SUMMARY_PREFIX) :]
+
+
 async def compact(
     settings: Settings,
     history: list[dict[str, Any]],

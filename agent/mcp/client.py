@@ -31,6 +31,8 @@ from mcp.shared.exceptions import MCPError
 
 from agent import __version__
 from agent.mcp.config import HttpServer, ServerConfig, StdioServer
+from agent.questions.ask import Asker
+from agent.questions.forward import declined, forward
 
 log = logging.getLogger("heron.mcp")
 
@@ -210,8 +212,11 @@ class McpConnection:
         cwd: str,
         startup_timeout: float,
         on_change: Callable[[McpConnection, str | None], None],
+        asker: Asker | None = None,
     ) -> None:
         self.config = config
+        self.asker = asker  # the client, for the server's elicitation requests (None: declined)
+        self.calls: list[str] = []  # ids of this server's tool calls running now
         self.name = config.name
         self.cwd = cwd
         self.startup_timeout = startup_timeout  # what a prompt or a call waits for a start
@@ -286,6 +291,7 @@ class McpConnection:
                             read,
                             write,
                             message_handler=self._on_message,
+                            elicitation_callback=self._elicit,
                             client_info=types.Implementation(name="heron", version=__version__),
                         )
                     )
@@ -412,9 +418,25 @@ class McpConnection:
     async def wait_started(self) -> None:
         await self._settled.wait()
 
-    async def call_tool(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def _elicit(
+        self, context: Any, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        """The server asks the user something: passed on to the client (agent.questions)."""
+        if self.asker is None:
+            result = declined("no client to ask")
+        else:
+            call_id = self.calls[0] if len(self.calls) == 1 else None
+            schema = getattr(params, "requested_schema", None)
+            mode = getattr(params, "mode", "form")
+            result = await forward(self.asker, self.name, call_id, mode, params.message, schema)
+        return types.ElicitResult.model_validate(result)
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], call_id: str = ""
+    ) -> types.CallToolResult:
         session = await self._usable()
         ended, round_over = self._ended, self._round_over
+        self.calls.append(call_id)
         try:
             result = await session.call_tool(name, arguments)
         except MCPError as exc:
@@ -427,6 +449,8 @@ class McpConnection:
             raise ServerUnavailable(
                 f"MCP server {self.name!r} answered: {exc.error.message}"
             ) from exc
+        finally:
+            self.calls.remove(call_id)
         if not isinstance(result, types.CallToolResult):
             raise ServerUnavailable(f"MCP server {self.name!r} sent an unexpected answer.")
         return result

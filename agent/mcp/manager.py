@@ -16,24 +16,41 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from agent.mcp.config import ServerConfig, tool_name
+from agent.notices import Note
 
 if TYPE_CHECKING:
     from agent.mcp.client import McpConnection
     from agent.mcp.tool import McpTool
+    from agent.questions.ask import Asker
 
 log = logging.getLogger("heron.mcp")
 
 SETTLE = 0.05  # seconds between session/new and the SDK import
 
 
+def mcp_note(text: str) -> Note:
+    """What the user is told of a server that failed, or that the turn goes on without."""
+    starting = "still starting" in text
+    title = text.split(":", 1)[0].split(";", 1)[0].strip().rstrip(".")
+    return Note(f"mcp: {text}", title, f"{text}\n\n", "warning" if starting else "error")
+
+
 class McpManager:
-    def __init__(self, configs: list[ServerConfig], *, cwd: str, startup_timeout: float) -> None:
+    def __init__(
+        self,
+        configs: list[ServerConfig],
+        *,
+        cwd: str,
+        startup_timeout: float,
+        asker: Asker | None = None,
+    ) -> None:
         self.configs = configs
+        self.asker = asker  # the client, for the servers' elicitation requests
         self.cwd = cwd
         self.startup_timeout = startup_timeout
         self.connections: list[McpConnection] = []
         self.version = 0  # bumped whenever the set of tools may have changed
-        self._notices: list[str] = []
+        self._notices: list[str] = []  # what the user is told at the next request
         self._reported: set[str] = set()  # servers whose failure the user has been told about
         self._started = anyio.Event()  # the SDK is imported and every connection launched
         self._finished = anyio.Event()
@@ -70,6 +87,7 @@ class McpManager:
                         cwd=self.cwd,
                         startup_timeout=self.startup_timeout,
                         on_change=self._on_change,
+                        asker=self.asker,
                     )
                     self.connections.append(connection)
                     tg.start_soon(connection.run)
@@ -91,7 +109,7 @@ class McpManager:
             except Exception:  # a listener's bug must not cost the server
                 log.exception("MCP change listener failed")
 
-    async def prepare(self) -> list[str]:
+    async def prepare(self) -> list[Note]:
         """Refresh changed tool lists; the first time, wait (bounded) for servers still starting.
 
         Returns the notices for the user: failures, and servers the turn goes on without.
@@ -115,7 +133,7 @@ class McpManager:
             if connection.tools_stale:
                 await connection.refresh_tools()
         notices, self._notices = self._notices, []
-        return [f"{notice}\n\n" for notice in notices]
+        return [mcp_note(notice) for notice in notices]
 
     def tools(self) -> list[McpTool]:
         """The tools of every server that works or may come back; rebuilt only on change."""

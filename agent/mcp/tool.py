@@ -101,7 +101,7 @@ class McpTool(Tool[McpArgs]):
         from agent.mcp.client import ServerUnavailable
 
         try:
-            result = await self.connection.call_tool(self.tool, args.arguments)
+            result = await self.connection.call_tool(self.tool, args.arguments, preview.call_id)
         except ServerUnavailable as exc:
             raise ToolError(str(exc)) from exc
         yield to_tool_result(result)

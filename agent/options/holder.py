@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from agent.acp.wire import Connection
     from agent.config import Settings
+    from agent.notices import Note
     from agent.options.state import Choices
 
 
@@ -44,7 +45,8 @@ class OptionHolder(Protocol):
     @property
     def saver(self) -> SavesPicks | None: ...
 
-    def save(self) -> str | None: ...
+    def save(self) -> list[Note]:
+        """A step boundary: save what changed (the notes are told at the next turn's)."""
 
     def notify(self, update: dict[str, Any]) -> None:
         """Send a `session/update` about this session (`Session.notify`)."""

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from agent.llm.client import rejected
 from agent.llm.errors import where
+from agent.notices import Note
 
 if TYPE_CHECKING:
     from agent.config import Settings
@@ -21,14 +22,12 @@ REFUSED = (
 )
 
 
-def thought_notice(settings: Settings, told: set[str]) -> str | None:
-    """The notice to show after a model request with `settings`, if there is one to show;
-    `told` holds what the session was told already (once per endpoint)."""
+def thought_notice(settings: Settings) -> Note | None:
+    """The note to show after a model request with `settings`, if there is one (told once per
+    session and endpoint: agent.notices)."""
     if not settings.reasoning_effort or not rejected(settings, "reasoning_effort"):
         return None
     endpoint = where(settings)
-    key = f"reasoning_effort refused at {endpoint}"
-    if key in told:
-        return None
-    told.add(key)
-    return REFUSED.format(where=endpoint, level=settings.reasoning_effort)
+    text = REFUSED.format(where=endpoint, level=settings.reasoning_effort)
+    title = f"The model server at {endpoint} ignores the thought level"
+    return Note(f"reasoning_effort refused at {endpoint}", title, text, "info")

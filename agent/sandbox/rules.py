@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent.notices import Note
 from agent.sandbox import bwrap
 from agent.sandbox.confine import encode
 from agent.sandbox.plan import (
@@ -65,7 +66,10 @@ DENIAL_WORDS = (
 BLOCKED_PATH = re.compile(
     r"(\S+?):? (?:Permission denied|Operation not permitted|Read-only file system)"
 )
-UNAVAILABLE = "\n\n(Auto mode asks before each command here, as ask mode does: {why}.)\n\n"
+UNAVAILABLE = (
+    "\n\n(The command sandbox is not available: {why}. Auto mode asks before each command "
+    "here, as ask mode does.)\n\n"
+)
 
 
 _leftovers: set[str] = set()  # temporary directories of sessions still open
@@ -119,7 +123,6 @@ class Sandbox:
         self._protected = protected
         self._limits = limits
         self._tmpdir: str | None = None
-        self._told = False
         self._layers = layers  # None: this machine's best (agent.sandbox.support)
         self._zygote: Zygote | None = None
         self._zygote_key: Any = None
@@ -341,13 +344,14 @@ class Sandbox:
         changed = changed_paths(before.fingerprint, fingerprint(roots))
         return changed + new_repositories(roots, before.started_ns)
 
-    def notice(self) -> str | None:
-        """Once per session: why auto mode asks for commands here."""
-        if self._told:
-            return None
-        self._told = True
+    def notice(self) -> Note | None:
+        """Why auto mode asks before commands here, when no sandbox confines them (told once
+        per session: agent.notices)."""
         layers = self.layers()
-        return UNAVAILABLE.format(why=layers.missing) if layers.path is None else None
+        if layers.path is not None:
+            return None
+        title = "The command sandbox is not available: auto mode asks before commands"
+        return Note("sandbox", title, UNAVAILABLE.format(why=layers.missing), "warning")
 
     def close(self) -> None:
         """The session ended: its zygotes, its descriptors and its temporary folder go."""

@@ -74,6 +74,10 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE sessions ADD COLUMN revision INTEGER NOT NULL DEFAULT 0
     """,
+    # A rewind's turn (agent.rewind): what it took out of the conversation (JSON), for /undo.
+    """
+    ALTER TABLE undo_turns ADD COLUMN conversation TEXT
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -110,8 +114,9 @@ class StoredSession:
     row: SessionRow
     history: list[dict[str, Any]] = field(default_factory=list)
     transcript: list[dict[str, Any]] = field(default_factory=list)
-    # /undo's turns: (turn, undone, untracked JSON, change JSON texts in order)
-    undo: list[tuple[int, int, str, list[str]]] = field(default_factory=list)
+    # /undo's turns: (turn, undone, untracked JSON, change JSON texts in order, a rewind's
+    # conversation JSON or None)
+    undo: list[tuple[int, int, str, list[str], str | None]] = field(default_factory=list)
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -238,27 +243,34 @@ def put_updates(conn: sqlite3.Connection, session_id: str, start: int, payloads:
 def put_undo(
     conn: sqlite3.Connection,
     session_id: str,
-    turns: list[tuple[int, int, str]],
+    turns: list[tuple[int, int, str, str | None]],
     changes: list[tuple[int, int, str]],
     dropped: list[int],
 ) -> None:
-    """Upsert undo turn rows (turn, undone, untracked), add change rows (turn, seq, change),
-    and forget dropped turns."""
+    """Upsert undo turn rows (turn, undone, untracked, conversation), add change rows (turn,
+    seq, change), and forget dropped turns."""
     for turn in dropped:
         conn.execute("DELETE FROM undo_turns WHERE session_id = ? AND turn = ?", (session_id, turn))
         conn.execute(
             "DELETE FROM undo_changes WHERE session_id = ? AND turn = ?", (session_id, turn)
         )
     conn.executemany(
-        """INSERT INTO undo_turns (session_id, turn, undone, untracked) VALUES (?, ?, ?, ?)
+        """INSERT INTO undo_turns (session_id, turn, undone, untracked, conversation)
+           VALUES (?, ?, ?, ?, ?)
            ON CONFLICT (session_id, turn) DO UPDATE SET undone = excluded.undone,
-               untracked = excluded.untracked""",
+               untracked = excluded.untracked, conversation = excluded.conversation""",
         [(session_id, *row) for row in turns],
     )
     conn.executemany(
         "INSERT OR REPLACE INTO undo_changes (session_id, turn, seq, change) VALUES (?, ?, ?, ?)",
         [(session_id, *row) for row in changes],
     )
+
+
+def replace_updates(conn: sqlite3.Connection, session_id: str, payloads: list[str]) -> None:
+    """The session's whole transcript, in place of the stored one."""
+    conn.execute("DELETE FROM updates WHERE session_id = ?", (session_id,))
+    put_updates(conn, session_id, 0, payloads)
 
 
 def delete_session(conn: sqlite3.Connection, session_id: str) -> None:
@@ -323,7 +335,9 @@ def list_sessions(
     return [_row(r) for r in conn.execute(sql, args)]
 
 
-def _undo_turns(conn: sqlite3.Connection, session_id: str) -> list[tuple[int, int, str, list[str]]]:
+def _undo_turns(
+    conn: sqlite3.Connection, session_id: str
+) -> list[tuple[int, int, str, list[str], str | None]]:
     changes: dict[int, list[str]] = {}
     for turn, change in conn.execute(
         "SELECT turn, change FROM undo_changes WHERE session_id = ? ORDER BY turn, seq",
@@ -331,9 +345,10 @@ def _undo_turns(conn: sqlite3.Connection, session_id: str) -> list[tuple[int, in
     ):
         changes.setdefault(turn, []).append(change)
     return [
-        (turn, undone, untracked, changes.get(turn, []))
-        for turn, undone, untracked in conn.execute(
-            "SELECT turn, undone, untracked FROM undo_turns WHERE session_id = ? ORDER BY turn",
+        (turn, undone, untracked, changes.get(turn, []), conversation)
+        for turn, undone, untracked, conversation in conn.execute(
+            """SELECT turn, undone, untracked, conversation FROM undo_turns
+               WHERE session_id = ? ORDER BY turn""",
             (session_id,),
         )
     ]

@@ -18,6 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agent.notices import Note
+
 if TYPE_CHECKING:
     from agent.store.db import StoredSession
     from agent.store.store import Store
@@ -63,7 +65,7 @@ def _dump(value: Any) -> str:
 
 
 # The undo journal's rows not saved yet: (turns, changes, dropped turns), as JSON.
-UndoRows = tuple[list[tuple[int, int, str]], list[tuple[int, int, str]], list[int]]
+UndoRows = tuple[list[tuple[int, int, str, str | None]], list[tuple[int, int, str]], list[int]]
 
 
 @dataclasses.dataclass
@@ -137,7 +139,6 @@ class Saver:
         self.transcript_saved = 0
         self.last_update_text: str | None = None  # the last transcript entry, as written
         self.state = StoredState()
-        self.told: set[str] = set()  # the notices given (each once)
         self.created = False
         self.deleted = False
 
@@ -166,31 +167,32 @@ class Saver:
             self.created = True
             self._queue(session, full=False)
 
-    def checkpoint(self, session: SessionParts) -> str | None:
-        """Queue the writes for what changed; a notice to show once if they cannot be saved."""
+    def checkpoint(self, session: SessionParts) -> list[Note]:
+        """Queue the writes for what changed; what the user must know if they cannot be
+        saved (each note is told once per session: agent.notices)."""
         if self.store.failure is not None:
-            return self._once(UNSAVED.format(reason=self.store.failure))
+            reason = self.store.failure
+            title = "This conversation will not be saved"
+            return [Note(f"unsaved: {reason}", title, UNSAVED.format(reason=reason), "error")]
         if self.deleted:
-            return None
+            return []
         state = self.state
         if state.gone:
             self.deleted = True
-            return self._once(GONE)
-        notices = []
-        if state.saved.moved_on and (notice := self._once(MOVED_ON)):
-            notices.append(notice)
+            title = "This session was deleted by another Heron process"
+            return [Note("gone", title, GONE, "warning")]
+        notes = []
+        if state.saved.moved_on:
+            title = "Another Heron process saved turns of this session"
+            notes.append(Note("moved on", title, MOVED_ON, "info"))
         # After a failed write, this one saves the whole session: nothing is left out between.
         failure = state.failure
-        if failure is not None and (notice := self._once(NOT_SAVING.format(reason=failure))):
-            notices.append(notice)
+        if failure is not None:
+            title = "This conversation is not being saved"
+            text = NOT_SAVING.format(reason=failure)
+            notes.append(Note(f"not saving: {failure}", title, text, "warning"))
         self._queue(session, full=failure is not None)
-        return "".join(notices) or None
-
-    def _once(self, notice: str) -> str | None:
-        if notice in self.told:
-            return None
-        self.told.add(notice)
-        return notice
+        return notes
 
     def _queue(self, session: SessionParts, full: bool) -> None:
         row = _session_row(session, self.created_at)
@@ -268,6 +270,63 @@ class Saver:
         self.first_saved_message = history[0] if history else None
         self.transcript_saved = len(session.transcript)
         self.last_update_text = updates[-1] if updates else self.last_update_text
+
+    async def rewrite(self, session: SessionParts) -> str | None:
+        """Replace the stored conversation (history, transcript, undo rows) with `session`'s
+        in one transaction (a rewind, or /undo of one): None once written, or when nothing
+        is being saved; else why it could not be, and then the store holds what it held."""
+        if self.store.failure is not None or self.deleted:
+            return None  # kept in memory only, as everything else
+        row = _session_row(session, self.created_at)
+        messages = [_dump(m) for m in session.history]
+        updates = [_dump(u) for u in session.transcript]
+        undo = session.take_undo() if session.take_undo else ([], [], [])
+        session_id, state = session.id, self.state
+
+        def job(conn: Any) -> str | None:
+            from agent.store import db
+            from agent.store.failures import describe
+
+            if state.gone:
+                return "the session was deleted by another Heron process"
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                current = db.revision(conn, session_id)
+                if state.saved.moved_on or (
+                    current is not None and current != state.saved.revision
+                ):
+                    conn.execute("ROLLBACK")
+                    return (
+                        "another Heron process saved turns of this session since it was opened "
+                        "here; load it again, then rewind"
+                    )
+                revision = (current or 0) + 1
+                db.upsert_session(conn, row, revision)
+                db.put_history(conn, session_id, 0, messages, replace_from=0)
+                db.replace_updates(conn, session_id, updates)
+                db.put_undo(conn, session_id, *undo)
+                conn.execute("COMMIT")
+            except Exception as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                return describe(exc, self.store.path)
+            state.saved = Position(revision=revision)
+            state.pending, state.failure = None, None
+            return None
+
+        try:
+            reason = await self.store.read(job)
+        except Exception as exc:  # the store thread could not run it at all
+            reason = str(exc)
+        if reason is None:
+            history = session.history
+            self.history_saved = len(history)
+            self.first_saved_message = history[0] if history else None
+            self.last_saved_message = history[-1] if history else None
+            self.transcript_saved = len(session.transcript)
+            self.last_update_text = updates[-1] if updates else None
+            self.created = True
+        return reason
 
 
 def title_update(title: str | None) -> dict[str, Any]:

@@ -1,11 +1,24 @@
 """A session's transcript: the editor's view of the conversation, the `session/update`s sent
-(consecutive chunks merged), which the store saves and `session/load` replays (`replay`)."""
+(consecutive chunks of one message merged), which the store saves and `session/load` replays
+(`replay`).
+
+Every message chunk carries its message's `messageId` (`new_message_id`): the same for all the
+chunks of one message, so a replay shows the messages with the ids they had.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from agent.acp.ids import uuid4
+
 _MERGED_CHUNKS = ("agent_message_chunk", "agent_thought_chunk", "user_message_chunk")
+
+
+def new_message_id() -> str:
+    """A new message's id: a random UUID, unique across the processes that may share a
+    session."""
+    return uuid4()
 
 
 class Transcript:
@@ -31,12 +44,14 @@ class Transcript:
 
     def _join_text(self) -> None:
         if self._text_parts is not None:
+            # A new entry, not the first chunk changed in place: that dict was also sent.
             last = self._entries[-1]
-            last["content"] = {**last["content"], "text": "".join(self._text_parts)}
+            text = "".join(self._text_parts)
+            self._entries[-1] = {**last, "content": {**last["content"], "text": text}}
             self._text_parts = None
 
     def record(self, update: dict[str, Any]) -> None:
-        """Keep a sent update for replay, merging consecutive chunks of one kind.
+        """Keep a sent update for replay, merging consecutive chunks of one message.
 
         A running call's progress snapshots (a `tool_call_update` without a status) patch the
         call's previous snapshot instead of piling up: a noisy command sends ten a second for
@@ -49,6 +64,7 @@ class Transcript:
             kind in _MERGED_CHUNKS
             and last is not None
             and last.get("sessionUpdate") == kind
+            and last.get("messageId") == update.get("messageId")
             and last["content"].get("type") == "text" == update["content"].get("type")
         ):
             if self._text_parts is None:

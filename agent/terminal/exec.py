@@ -305,7 +305,8 @@ class Exec:
 
     def run_meta(self) -> dict[str, Any]:
         """This run's mode, not the stored one, and not saved (see the module docstring)."""
-        return {"_meta": {"heron": {"mode": self.mode}}}
+        # Nobody answers the model's questions here (agent.questions): it decides by itself.
+        return {"_meta": {"heron": {"mode": self.mode, "askUser": False}}}
 
     def stopped(self, reason: str | None) -> int:
         self.trace.finish()

@@ -59,6 +59,9 @@ class Preview:
     # read): the call fails with it before anyone is asked to approve it. execute() checks
     # again, since the file may change while the question is open.
     refused: str | None = None
+    # The call's id as the client knows it (set by the turn before execute()), for requests
+    # about this call: an elicitation form or a question linked to it.
+    call_id: str = ""
 
 
 @dataclass
@@ -144,6 +147,9 @@ class ToolContext:
     def roots(self) -> list[Path]:
         return self.roots_of() if self.roots_of is not None else [self.cwd]
 
+    elicitation_form: bool = False  # the client shows elicitation forms (agent.questions)
+    user_present: bool = True  # somebody can answer questions (not so in `heron exec`)
+
     def resolve(self, path: str) -> Path:
         """An absolute, normalised path; relative paths are taken from the session cwd."""
         p = Path(path).expanduser()
@@ -179,8 +185,7 @@ class Tool(ABC, Generic[ArgsT]):
         """
         schema = _schemas.get(self.Args)
         if schema is None:
-            schema = self.Args.model_json_schema()
-            schema.pop("title", None)
+            schema = lean_schema(self.Args.model_json_schema())
             _schemas[self.Args] = schema
         return copy.deepcopy(schema)
 
@@ -259,3 +264,23 @@ class OneShotTool(Tool[ArgsT]):
 
     @abstractmethod
     async def run(self, args: ArgsT, ctx: ToolContext, preview: Preview) -> ToolResult: ...
+
+
+def lean_schema(schema: Any) -> Any:
+    """`schema` without the titles pydantic derives from names ("Multi Select" for
+    `multi_select`): they tell the model nothing the name does not, and every request carries
+    them, a few hundred tokens a small local model's window cannot spare. A property that is
+    itself called `title` stays."""
+    if isinstance(schema, list):
+        return [lean_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    lean: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in ("properties", "$defs") and isinstance(value, dict):
+            lean[key] = {name: lean_schema(sub) for name, sub in value.items()}
+        elif key == "title" and isinstance(value, str):
+            continue
+        else:
+            lean[key] = lean_schema(value)
+    return lean

@@ -61,6 +61,7 @@ class ToolCalls:
             ToolCallStart(
                 tool_call_id=call_id,
                 title=name,
+                name=tool.name if tool else name,
                 kind=tool.kind if tool else "other",
                 status="pending",
             )
@@ -154,14 +155,15 @@ class ToolCalls:
         if preview.refused:  # the tool knows already that it would refuse: nothing to ask
             self.fail(call_id, preview.refused)
             raise Refused(preview.refused)
-        if session.mode == "auto" and tool.sandboxed(args) and (notice := session.sandbox.notice()):
-            self.updates.say(notice)  # once: no sandbox here, or one without network rules
+        if session.mode == "auto" and tool.sandboxed(args):
+            self.updates.note(session.sandbox.notice())  # once: no sandbox here
         try:
             await permit(self.gate, self.scope, call_id, tool, args, preview, raw_args)
         except Refused as exc:
             self.finish(call_id, ToolResult.failure(exc.for_model, exc.for_user))
             raise
         self.updates.emit(ToolCallProgress(tool_call_id=call_id, status="in_progress"))
+        preview.call_id = call_id
         session.undo.ran(tool, args)  # notes commands, whose changes /undo cannot take back
         result = await self._execute(call_id, tool, args, preview)
         self.finish(call_id, result)

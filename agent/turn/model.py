@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from agent.acp.protocol import AgentMessageChunk, AgentThoughtChunk, StopReason, TextContent
-from agent.context.compaction import MIN_ROOM, Budget, Compacted, compact, needs_compaction
+from agent.context.compaction import (
+    MIN_ROOM,
+    Budget,
+    Compacted,
+    compact,
+    needs_compaction,
+    summary_of,
+)
 from agent.context.history import alternating
 from agent.context.prompt import without_audio
 from agent.context.usage import (
@@ -44,6 +51,7 @@ from agent.llm import (
 from agent.llm.errors import where
 from agent.llm.events import ToolsRefused
 from agent.llm.probe import NO_TOOLS, known_tool_support, probe_tool_support, should_probe
+from agent.notices import Note
 from agent.options.notice import thought_notice
 from agent.textcalls import (
     STOP,
@@ -78,6 +86,7 @@ AUDIO_REFUSED = (
     "the conversation from now on: send the prompt again as text, or pick a model that takes "
     "audio input."
 )
+NOT_COMPACTED = "(The conversation could not be compacted: {why}.)\n\n"
 EMPTY_ANSWER = (
     "(The model returned an empty answer: no text and no tool calls. With a local server, "
     "check its chat template.)"
@@ -175,27 +184,38 @@ class Model:
             or not needs_compaction(session.history, budget)
         ):
             return False
+        compaction = self.updates.begin_compaction()
         try:
             compacted = await compact(session.settings, session.history, budget)
         except LLMError as exc:
             log.warning("compaction failed: %s", exc)
+            self.updates.end_compaction(compaction, NOT_COMPACTED.format(why=exc), ok=False)
             return False
         if compacted is None:
+            why = "nothing older could be summarized or shortened"
+            self.updates.end_compaction(compaction, NOT_COMPACTED.format(why=why), ok=False)
             return False
+        before = len(session.history)
         session.history = compacted.history
+        session.history_rewritten(compacted.summarized, before)
         self.compacted_at = len(session.history)
-        self.tell_compacted(compacted, budget)
+        self.tell_compacted(compaction, compacted, budget)
         self.updates.checkpoint()
         return True
 
-    def tell_compacted(self, compacted: Compacted, budget: Budget) -> None:
+    def tell_compacted(self, compaction: str | None, compacted: Compacted, budget: Budget) -> None:
+        """How the compaction `begin_compaction` announced ended, and what the user should
+        know of it."""
         said = []
         if compacted.summarized:
             said.append(f"{compacted.summarized} earlier messages are now a summary")
         if compacted.shortened:
             said.append(f"{compacted.shortened} large messages were shortened")
-        if said:
-            self.updates.say(f"(Compacted the conversation: {'; '.join(said)}.)\n\n")
+        if said or compaction is not None:
+            done = "; ".join(said) or "the latest request was cut to fit"
+            text = f"(Compacted the conversation: {done}.)\n\n"
+            summary = summary_of(self.session.history, compacted.summarized)
+            self.updates.end_compaction(compaction, text, summary)
         if compacted.request_cut:
             self.updates.say(REQUEST_CUT.format(window=budget.window, cut=compacted.request_cut))
 
@@ -231,19 +251,21 @@ class Model:
         """Tell each session once that `auto` sends its tool calls as text, and why."""
         session = self.session
         why = switched(session.settings)
-        if why is not None and TEXT_MODE not in session.told:
-            session.told.add(TEXT_MODE)
+        if why is not None:
             model, at = session.settings.model, where(session.settings)
-            self.updates.say(TEXT_MODE.format(why=why.value, model=model, where=at))
+            text = TEXT_MODE.format(why=why.value, model=model, where=at)
+            title = "Tool calls are now written as text"
+            self.updates.note(Note("text tool calls", title, text, "info"))
 
     async def _ask_once(self) -> Reply:
         session, emit = self.session, self.updates.emit
         await self.check_tool_support()
-        for notice in await session.prepare_tools():  # MCP servers ready, tool list current
-            self.updates.say(notice)
+        for note in await session.prepare_tools():  # MCP servers ready, tool list current
+            self.updates.note(note)
         system, history, tools = self.request_parts()
         messages = [system, *history]
         self.sent = (size_of([system]) + size_of(tools), size_of(history))
+        self.updates.end_message()  # each answer is a message of its own
         text: list[str] = []
         ids: dict[int, str] = {}  # stream index → tool call id
         finished: Finished | None = None
@@ -279,8 +301,7 @@ class Model:
                 session.history.append({"role": "assistant", "content": "".join(text)})
         assert finished is not None
         measure(session.settings, *self.sent, (finished.usage or {}).get("prompt_tokens"))
-        if refused_level := thought_notice(session.settings, session.told):
-            self.updates.say(refused_level)
+        self.updates.note(thought_notice(session.settings))
         calls = [(ids[c.index], c) for c in finished.tool_calls if c.index in ids]
         if tools and any(is_text_call(c) for _, c in calls):
             self.use_text(Switch.WRITTEN)  # `tools` was sent, yet the model wrote its calls
@@ -344,9 +365,10 @@ class Model:
         if known_tool_support(session.settings) is False:
             if session.settings.tool_calls == "auto":
                 self.use_text(Switch.TEMPLATE)
-            elif session.settings.tool_calls == "native" and NO_TOOLS not in session.told:
-                session.told.add(NO_TOOLS)
-                self.updates.say(NO_TOOLS.format(where=where(session.settings)))
+            elif session.settings.tool_calls == "native":
+                title = "The model server's chat template cannot take tools"
+                text = NO_TOOLS.format(where=where(session.settings))
+                self.updates.note(Note("no tools", title, text, "warning"))
 
     async def _probe_tool_support(self) -> None:
         if await probe_tool_support(self.session.settings) is False and not self.updates.closed:

@@ -77,9 +77,17 @@ class TurnChanges:
     changes: list[Change] = field(default_factory=list)
     untracked: list[str] = field(default_factory=list)  # tools run whose effects are not kept
     undone: bool = False
+    # A rewind's (agent.rewind): what it took out of the conversation, so /undo can bring
+    # it back; its `changes` are the files it restored.
+    conversation: dict[str, Any] | None = None
 
     def size(self) -> int:
-        return sum(c.size() for c in self.changes)
+        kept = len(json.dumps(self.conversation)) if self.conversation else 0
+        return sum(c.size() for c in self.changes) + kept
+
+    @property
+    def undoable(self) -> bool:
+        return bool(self.changes or self.conversation) and not self.undone
 
 
 def digest(text: str) -> str:
@@ -100,6 +108,7 @@ class UndoJournal(FileChanges):
         self._dirty_turns: set[int] = set()
         self._new_changes: list[tuple[int, int, Change]] = []
         self._dropped: set[int] = set()
+        self.forgotten = 0  # the newest turn number dropped to keep the journal bounded
 
     # -- the turn's boundaries (agent.turn) ---------------------------------------------------
 
@@ -117,6 +126,13 @@ class UndoJournal(FileChanges):
             self._dirty_turns.add(self.current.turn)
             self._trim()
         return self.current
+
+    def position(self) -> tuple[int, int]:
+        """Where the journal stands: changes from the `n`-th on of turn `turn`, and all the
+        changes of later turns, are made after this point (agent.rewind.marks)."""
+        if self.current is not None:
+            return self.current.turn, len(self.current.changes)
+        return self._next_turn, 0
 
     def ran(self, tool: Tool[Any], args: Any) -> None:
         """A call is about to run: note it when what it changes is not tracked (commands)."""
@@ -184,6 +200,7 @@ class UndoJournal(FileChanges):
         ):
             old = self.turns.pop(0)
             self._size -= old.size()
+            self.forgotten = max(self.forgotten, old.turn)
             self._dropped.add(old.turn)
             self._dirty_turns.discard(old.turn)
             self._new_changes = [c for c in self._new_changes if c[0] != old.turn]
@@ -196,23 +213,79 @@ class UndoJournal(FileChanges):
         untracked: list[str] = []
         for turn in reversed(self.turns):
             untracked += [t for t in turn.untracked if t not in untracked]
-            if turn.changes and not turn.undone:
+            if turn.undoable:
                 return turn, untracked
         return None, untracked
 
-    def mark_undone(self, turn: TurnChanges) -> None:
-        turn.undone = True
+    def mark_undone(self, turn: TurnChanges, undone: bool = True) -> None:
+        turn.undone = undone
         self._dirty_turns.add(turn.turn)
+
+    # -- rewinds (agent.rewind) ------------------------------------------------------------------
+
+    def since(self, position: tuple[int, int]) -> tuple[list[TurnChanges], list[Change], bool]:
+        """What changed files after `position` (`position()` then) and is not undone: the
+        turns, their changes oldest first, and whether older turns of that span were
+        forgotten (the journal is bounded)."""
+        number, first = position
+        turns, changes = [], []
+        for turn in self.turns:
+            if turn.turn < number or turn.undone or not turn.changes:
+                continue
+            part = turn.changes[first:] if turn.turn == number else turn.changes
+            if part:
+                turns.append(turn)
+                changes += part
+        return turns, changes, self.forgotten >= number
+
+    def untracked_since(self, position: tuple[int, int]) -> list[str]:
+        """The tools run after `position` whose changes are not tracked (commands)."""
+        names: list[str] = []
+        for turn in self.turns:
+            if turn.turn >= position[0]:
+                names += [n for n in turn.untracked if n not in names]
+        return names
+
+    def begin_rewind(self, conversation: dict[str, Any] | None) -> TurnChanges:
+        """A rewind, as a turn of its own: the files it restores are its changes (so /undo
+        takes them back), `conversation` what it took out of the conversation."""
+        turn = TurnChanges(self._next_turn, conversation=conversation)
+        self._next_turn += 1
+        self.turns.append(turn)
+        self.current = turn
+        self._size += turn.size()
+        self._dirty_turns.add(turn.turn)
+        self._trim()
+        return turn
+
+    def forget(self, turn: TurnChanges) -> None:
+        """A rewind that did not happen: its turn goes, and what was not saved yet is saved
+        at the next step (the rows a failed write took are written again)."""
+        if turn in self.turns:
+            self.turns.remove(turn)
+            self._size -= turn.size()
+            self._dropped.add(turn.turn)
+        if self.current is turn:
+            self.current = None
+        self._dirty_turns.update(t.turn for t in self.turns)
+        self._new_changes = [
+            (t.turn, seq, change) for t in self.turns for seq, change in enumerate(t.changes)
+        ]
 
     # -- saving and restoring (agent.store) --------------------------------------------------------
 
     def take_unsaved(
         self,
-    ) -> tuple[list[tuple[int, int, str]], list[tuple[int, int, str]], list[int]]:
+    ) -> tuple[list[tuple[int, int, str, str | None]], list[tuple[int, int, str]], list[int]]:
         """(turn rows, change rows, dropped turns) to write since the last call, as JSON."""
         by_number = {t.turn: t for t in self.turns}
         turns = [
-            (n, int(by_number[n].undone), json.dumps(by_number[n].untracked))
+            (
+                n,
+                int(by_number[n].undone),
+                json.dumps(by_number[n].untracked),
+                _json(by_number[n].conversation) if by_number[n].conversation else None,
+            )
             for n in sorted(self._dirty_turns)
             if n in by_number
         ]
@@ -223,16 +296,19 @@ class UndoJournal(FileChanges):
         self._dropped.clear()
         return turns, changes, dropped
 
-    def restore(self, rows: list[tuple[int, int, str, list[str]]]) -> None:
-        """Put back saved turns: (turn, undone, untracked JSON, change JSON texts in order)."""
+    def restore(self, rows: list[tuple[int, int, str, list[str], str | None]]) -> None:
+        """Put back saved turns: (turn, undone, untracked JSON, change JSON texts in order,
+        a rewind's conversation JSON or None)."""
         self.turns = []
         self._size = 0
-        for number, undone, untracked, changes in sorted(rows, key=lambda r: r[0]):
+        for number, undone, untracked, changes, conversation in sorted(rows, key=lambda r: r[0]):
             turn = TurnChanges(number, undone=bool(undone))
             try:
                 names = json.loads(untracked)
                 turn.untracked = [str(n) for n in names] if isinstance(names, list) else []
                 turn.changes = [Change.load(json.loads(c)) for c in changes]
+                taken = json.loads(conversation) if conversation else None
+                turn.conversation = taken if isinstance(taken, dict) else None
             except (ValueError, KeyError, TypeError):
                 continue  # a damaged row: that turn cannot be undone, the others can
             self.turns.append(turn)
@@ -253,7 +329,7 @@ def _file_state(path: Path) -> State:
         return states.lost(f"it could not be read to keep it ({exc.strerror or exc})")
 
 
-def _json(data: dict[str, Any]) -> str:
+def _json(data: Any) -> str:
     """JSON text SQLite can store: a path that is not UTF-8 (its bytes kept as surrogates)
     cannot be encoded as is, so then everything is escaped."""
     text = json.dumps(data, ensure_ascii=False)

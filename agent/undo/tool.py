@@ -14,7 +14,7 @@ from agent.acp.protocol import ContentItem, ToolCallContent, ToolCallLocation
 from agent.files.paths import printable
 from agent.tools.base import Preview, Safety, Tool, ToolContext, ToolEvent, ToolResult
 from agent.undo.journal import TurnChanges
-from agent.undo.revert import Outcome, Real, Simulated, revert
+from agent.undo.revert import FilesLike, Outcome, Real, Simulated, revert
 
 log = logging.getLogger("heron.undo")
 
@@ -53,15 +53,21 @@ class UndoTool(Tool[UndoArgs]):
             return None
         return "nothing of that turn can be reverted. " + " ".join(o.note for o in self.preview)
 
+    verb = "Undo"  # what the title calls it
+
+    def files(self, ctx: ToolContext) -> FilesLike:
+        """Where the revert writes (a rewind keeps its writes in the journal too)."""
+        return Real(ctx.files)
+
     async def describe(self, args: UndoArgs, ctx: ToolContext) -> Preview:
         try:
             outcomes = await revert(self.turn.changes, Simulated(Real(ctx.files)), ctx.cwd)
         except Exception:  # a preview never fails; execute reports the problem
             log.exception("preview of /undo failed")
-            return Preview(title="Undo the last turn's file changes")
+            return Preview(title=f"{self.verb}: revert file changes")
         self.preview = outcomes
         return Preview(
-            title=_title(outcomes),
+            title=_title(outcomes, self.verb),
             locations=_locations(outcomes),
             content=_content(outcomes, preview=True),
         )
@@ -70,7 +76,7 @@ class UndoTool(Tool[UndoArgs]):
         self, args: UndoArgs, ctx: ToolContext, preview: Preview
     ) -> AsyncGenerator[ToolEvent, None]:
         self.started = True
-        self.outcomes = outcomes = await revert(self.turn.changes, Real(ctx.files), ctx.cwd)
+        self.outcomes = outcomes = await revert(self.turn.changes, self.files(ctx), ctx.cwd)
         done = [o for o in outcomes if o.reverted]
         left = [o for o in outcomes if not o.reverted]
         lines = [o.note for o in done] + [o.note for o in left]
@@ -82,13 +88,13 @@ class UndoTool(Tool[UndoArgs]):
         )
 
 
-def _title(outcomes: list[Outcome]) -> str:
+def _title(outcomes: list[Outcome], verb: str) -> str:
     names = [o.path for o in outcomes if o.reverted]
     if not names:
-        return "Undo: nothing can be reverted"
+        return f"{verb}: nothing can be reverted"
     shown = ", ".join(names[:3])
     more = f" and {len(names) - 3} more" if len(names) > 3 else ""
-    return f"Undo: revert {shown}{more}"
+    return f"{verb}: revert {shown}{more}"
 
 
 def _locations(outcomes: list[Outcome]) -> list[ToolCallLocation]:
