@@ -182,6 +182,7 @@ class SessionStore:
         _put_back(session, stored, self.attach(session))
         if mode := run_mode(params):
             session.mode = mode  # for this run only: the saved mode stays the stored one
+        apply_run_trust(session, params)
         if [str(d) for d in directories] != stored.row.additional_dirs:
             session.save()  # the request's list is the session's now (session/list shows it)
         log.info("session %s restored (%d messages)", session_id, len(stored.history))
@@ -199,7 +200,7 @@ async def _answer_restored(session: Session) -> dict[str, Any]:
     session: the client knows the session, so its state comes with it (the command list,
     the title, how full the context is), and after the answer only what a prompt causes
     (`Session.notify`). The options and mode are in the answer itself."""
-    answer = opened(session)
+    answer = {**opened(session), "_meta": session.trust.meta()}
     await announce_now(session)  # the slash commands (a bounded scan of the command folders)
     if session.title:
         session.notify(title_update(session.title))
@@ -276,6 +277,7 @@ def _put_back(session: Session, stored: StoredSession, saver: Saver) -> None:
     if stored.row.mode:
         session.mode = session.saved_mode = stored.row.mode
     session.choices.restore(stored.row.options)
+    session.trust.restore(stored.row.trust)
     for update in stored.transcript:
         if update.get("sessionUpdate") == "tool_call" and update.get("toolCallId"):
             session.new_call_id(update["toolCallId"])  # new calls must not reuse these ids
@@ -299,6 +301,20 @@ def run_mode(params: dict[str, Any]) -> str | None:
     heron = meta.get("heron") if isinstance(meta, dict) else None
     mode = heron.get("mode") if isinstance(heron, dict) else None
     return mode if mode in MODES else None
+
+
+def apply_run_trust(session: Session, params: dict[str, Any]) -> None:
+    """`_meta.heron.trust`: `heron exec` says whether this run trusts the folder (`--trust`:
+    true, for this process only, never saved) or that nobody is there to be asked (false: the
+    remembered decision counts, an undecided folder stays inert without a question). Like the
+    mode, it grants nothing the client could not get by answering the question itself."""
+    meta = params.get("_meta")
+    heron = meta.get("heron") if isinstance(meta, dict) else None
+    trust = heron.get("trust") if isinstance(heron, dict) else None
+    if trust is True:
+        session.trust.run = True
+    elif trust is False:
+        session.trust.ask = False
 
 
 def _encode_cursor(updated_at: str, session_id: str) -> str:

@@ -10,8 +10,11 @@ from agent.commands.catalog import CommandHost
 from agent.options.holder import OptionHolder
 
 if TYPE_CHECKING:
-    from agent.acp.protocol import PromptBlock, StopReason
-    from agent.tools.base import Tool
+    import anyio
+
+    from agent.acp.protocol import PromptBlock, SessionUpdate, StopReason
+    from agent.context.instructions import Instructions
+    from agent.tools.base import Tool, ToolResult
     from agent.undo.journal import UndoJournal
 
 
@@ -29,11 +32,20 @@ class ConversationState(CommandHost, OptionHolder, Protocol):
 
     async def store_ready(self) -> None: ...
 
+    async def find_instructions(self) -> Instructions:
+        """The system prompt and the rules and skills in it (`Session.find_instructions`)."""
+
+    def trust_changed(self) -> None:
+        """The project's trust changed: skills and instructions are found again."""
+
 
 class Said(Protocol):
     """Where a handler's own words go: to the editor and into the transcript."""
 
     def say(self, text: str) -> None: ...
+
+    def emit(self, update: SessionUpdate) -> None:
+        """A turn's `session/update` (a tool call's progress, say)."""
 
     def checkpoint(self) -> None:
         """A step boundary: the session saves what changed."""
@@ -52,6 +64,9 @@ class ToolRunner(Protocol):
         self, call_id: str, tool: Tool[Any], args: Any, raw_args: dict[str, Any]
     ) -> str: ...
 
+    def finish(self, call_id: str, result: ToolResult, raw_input: Any = None) -> None:
+        """End an announced call with its result (completed or failed)."""
+
 
 class Conversation(Protocol):
     """The running prompt turn, as a command handler gets it."""
@@ -64,6 +79,10 @@ class Conversation(Protocol):
 
     @property
     def calls(self) -> ToolRunner: ...
+
+    @property
+    def scope(self) -> anyio.CancelScope:
+        """The turn's: cancelling it ends the turn (a question the user stopped)."""
 
     def check_configured(self) -> None:
         """Raise, as a prompt fails, when no model is set up."""

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agent.sandbox.landlock import abi_version
-from agent.sandbox.watch import Fingerprint, changed_note, fingerprint
+from agent.sandbox.watch import Fingerprint, changed_note, changed_paths, fingerprint
 from agent.sandbox.zygote import ConfinedProcess, Zygote
 
 LAUNCHER = str(Path(__file__).with_name("landlock.py").resolve())
@@ -81,6 +81,7 @@ class Sandbox:
         self._tmpdir: str | None = None
         self._told = False
         self._zygote: Zygote | None = None
+        self._changes: list[str] = []  # watched paths commands changed, not yet taken
 
     def confining(self) -> bool:
         """Commands run confined now: the session is in auto mode and Landlock is there."""
@@ -141,8 +142,17 @@ class Sandbox:
         return fingerprint(self._roots())
 
     def changed(self, before: Fingerprint) -> str:
-        """What the command changed there, for the model and the user ("" if nothing)."""
-        return changed_note(before, fingerprint(self._roots()))
+        """What the command changed there, for the model and the user ("" if nothing); the
+        paths are kept for `take_changes`."""
+        after = fingerprint(self._roots())
+        self._changes += changed_paths(before, after)
+        return changed_note(before, after)
+
+    def take_changes(self) -> list[str]:
+        """The watched paths sandboxed commands changed since the last call (the session's
+        trust: git runs with the repository's programs disabled after a `.git/` change)."""
+        changes, self._changes = self._changes, []
+        return changes
 
     def notice(self) -> str | None:
         """Once per session: why auto mode asks for commands, or that the network is open."""

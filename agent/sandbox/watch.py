@@ -20,7 +20,9 @@ Fingerprint = dict[str, tuple[int, int, int, int, int]]
 
 CHANGED = (
     "\n\n[Heron] Warning: the command changed {paths}. Git hooks and config and Heron's "
-    "project settings take effect outside the sandbox: tell the user what changed and why."
+    "project settings take effect outside the sandbox: tell the user what changed and why. "
+    "Until the user confirms with /trust, Heron runs git with this repository's hooks and "
+    "program settings disabled."
 )
 
 
@@ -41,9 +43,14 @@ def fingerprint(roots: list[Path]) -> Fingerprint:
     return state
 
 
+def changed_paths(before: Fingerprint, after: Fingerprint) -> list[str]:
+    """The watched paths that changed between two fingerprints (added, removed, altered)."""
+    return sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
+
+
 def changed_note(before: Fingerprint, after: Fingerprint) -> str:
     """The warning for what changed between two fingerprints ("" when nothing did)."""
-    changed = sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
+    changed = changed_paths(before, after)
     if not changed:
         return ""
     shown = ", ".join(f"`{p}`" for p in changed[:10])

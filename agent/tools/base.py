@@ -17,7 +17,7 @@ import copy
 import enum
 import os
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
@@ -125,6 +125,9 @@ class ToolContext:
     seen: SeenFiles = field(default_factory=SeenFiles)  # what the model saw of each file
     changes: FileChanges = field(default_factory=FileChanges)  # prior states, for /undo
     sandbox: Sandbox | None = None  # where commands run confined (auto mode)
+    # What a command started in a folder gets in its environment besides the usual (the
+    # session's: git settings while the project is not trusted, agent.trust.git).
+    command_env: Callable[[Path], Awaitable[dict[str, str]]] | None = None
 
     def resolve(self, path: str) -> Path:
         """An absolute, normalised path; relative paths are taken from the session cwd."""

@@ -133,8 +133,9 @@ class Bash(Tool[BashArgs]):
         run = _run_in_client_terminal if ctx.client_terminal else _run_locally
         sandbox = ctx.sandbox if args.sandbox and ctx.sandbox and ctx.sandbox.confining() else None
         watched = sandbox.watch() if sandbox else {}
+        extra = await ctx.command_env(cwd) if ctx.command_env else {}
         # aclosing: if our consumer stops early, the runner's cleanup still runs right away.
-        async with aclosing(run(args, ctx, cwd, sandbox)) as events:
+        async with aclosing(run(args, ctx, cwd, sandbox, extra)) as events:
             async for event in events:
                 if sandbox and isinstance(event, ToolResult):
                     code = event.raw_output.get("exitCode") if event.raw_output else None
@@ -149,15 +150,15 @@ class Bash(Tool[BashArgs]):
 # Running in the editor's terminal
 
 
-def _client_env(ctx: ToolContext, sandbox: Sandbox | None) -> dict[str, str]:
+def _client_env(ctx: ToolContext, sandbox: Sandbox | None, extra: dict[str, str]) -> dict[str, str]:
     """What the editor's terminal adds to its own environment: the quiet settings (and the
-    sandbox's TMPDIR), and the credentials Heron withholds blanked (the editor may have
-    started Heron with them)."""
-    return {**dict.fromkeys(withheld(ctx.settings), ""), **_extra_env(sandbox)}
+    sandbox's TMPDIR), the session's `extra`, and the credentials Heron withholds blanked (the
+    editor may have started Heron with them)."""
+    return {**dict.fromkeys(withheld(ctx.settings), ""), **_extra_env(sandbox), **extra}
 
 
 async def _run_in_client_terminal(
-    args: BashArgs, ctx: ToolContext, cwd: Path, sandbox: Sandbox | None
+    args: BashArgs, ctx: ToolContext, cwd: Path, sandbox: Sandbox | None, extra: dict[str, str]
 ) -> AsyncGenerator[ToolEvent, None]:
     # Sandboxed, the editor runs our launcher, which confines itself and then runs the shell.
     argv = _shell_argv(args.command, sandbox, "bash" if shutil.which("bash") else "sh")
@@ -165,7 +166,7 @@ async def _run_in_client_terminal(
         session_id=ctx.session_id,
         command=argv[0],
         args=argv[1:],
-        env=[EnvVariable(name=k, value=v) for k, v in _client_env(ctx, sandbox).items()],
+        env=[EnvVariable(name=k, value=v) for k, v in _client_env(ctx, sandbox, extra).items()],
         cwd=str(cwd),
         output_byte_limit=CLIENT_OUTPUT_LIMIT,
     )
@@ -240,12 +241,12 @@ async def _quietly(ctx: ToolContext, method: str, params: dict[str, Any]) -> Non
 
 
 async def _run_locally(
-    args: BashArgs, ctx: ToolContext, cwd: Path, sandbox: Sandbox | None
+    args: BashArgs, ctx: ToolContext, cwd: Path, sandbox: Sandbox | None, extra: dict[str, str]
 ) -> AsyncGenerator[ToolEvent, None]:
     buffer = OutputBuffer()
     tree = CommandTree()
     argv = [shutil.which("bash") or "/bin/sh", "-c", args.command]
-    env = {**command_env(ctx.settings), **_extra_env(sandbox), "TERM": "dumb", **tree.env}
+    env = {**command_env(ctx.settings), **_extra_env(sandbox), **extra, "TERM": "dumb", **tree.env}
     proc: Process | ConfinedProcess
     if sandbox:
         # Started by the session's zygote, confined already (its own session and group too).

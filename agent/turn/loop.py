@@ -24,7 +24,7 @@ from agent.acp.protocol import (
     TextContent,
     UserMessageChunk,
 )
-from agent.context.prompt import system_prompt, user_message
+from agent.context.prompt import user_message
 from agent.errors import ConfigBroken, NotConfigured
 from agent.store.replay import user_link_update
 from agent.turn.calls import ToolCalls
@@ -66,14 +66,9 @@ class Turn:
         session = self.session
         self.check_configured()
         session.history.append(await user_message(blocks, session.files))
-        # Read AGENTS.md once per turn, not on every model request of the turn.
-        prompt = await system_prompt(
-            session.cwd,
-            confine=session.mode != "full-access",
-            additional_directories=session.additional_directories,
-            today=session.started_on,
-        )
-        self.model.system = {"role": "system", "content": prompt}
+        # The same for the whole session (rules, skills): a prompt cache keeps serving it.
+        instructions = await session.find_instructions()
+        self.model.system = {"role": "system", "content": instructions.prompt}
         if record:
             self.record_prompt(blocks)
         await session.store_ready()
