@@ -129,10 +129,7 @@ class Session:
     @cached_property
     def tools(self) -> dict[str, Tool[Any]]:
         """Every tool the model may call: the built-in ones, `skill` when there are skills,
-        and the MCP servers' (assigned by `_rebuild_tools` when those change)."""
-        return dict(self.builtin_tools)
-
-    def _rebuild_tools(self) -> None:
+        and the MCP servers' (made again by `_rebuild_tools` when those change)."""
         tools = dict(self.builtin_tools)
         if self.skills is not None and self.skills.skills:
             from agent.skills.tool import SkillTool
@@ -140,7 +137,12 @@ class Session:
             tools["skill"] = SkillTool(self.skills)
         if self.mcp is not None:
             tools.update({tool.name: tool for tool in self.mcp.tools()})
-        self.tools = tools
+        return tools
+
+    def _rebuild_tools(self) -> None:
+        """The skills or the MCP servers' tools changed: the table is made again at its next
+        use (not now: before the first prompt the tools are not even imported)."""
+        self.__dict__.pop("tools", None)
         self._tool_specs = None
 
     @cached_property
