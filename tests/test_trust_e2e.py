@@ -116,8 +116,21 @@ def stop(client) -> None:
 # -- a fresh clone stays inert until trusted, each of the three ------------------------------
 
 
-def test_project_commands_stay_inert_until_trusted(heron, fake_llm, workspace):
-    with_command(workspace)
+def fresh_clone(workspace: str, tmp_path: Path, *make: Any) -> None:
+    """`workspace` becomes a fresh `git clone` of a repository that `make` fills."""
+    origin = tmp_path / "origin"
+    origin.mkdir()
+    git(origin, "init", "-q")
+    for fill in make:
+        fill(str(origin))
+    git(origin, "add", "-A")
+    git(origin, "-c", "user.name=T", "-c", "user.email=t@e", "commit", "-qm", "init")
+    git(tmp_path, "clone", "-q", str(origin), workspace)
+
+
+@needs_git
+def test_project_commands_stay_inert_until_trusted(heron, fake_llm, workspace, tmp_path):
+    fresh_clone(workspace, tmp_path, with_command)
     fake_llm.script(text("a"), text("Reviewed."))
     client = heron()
     client.permission = "reject_once"
@@ -134,8 +147,9 @@ def test_project_commands_stay_inert_until_trusted(heron, fake_llm, workspace):
     assert fake_llm.requests[-1].body["messages"][-1]["content"] == "Review the project."
 
 
-def test_a_project_skill_stays_inert_until_trusted(heron, fake_llm, workspace):
-    with_skill(workspace)
+@needs_git
+def test_a_project_skill_stays_inert_until_trusted(heron, fake_llm, workspace, tmp_path):
+    fresh_clone(workspace, tmp_path, with_skill)
     fake_llm.script(text("a"), text("b"))
     client = heron()
     client.permission = "reject_once"
