@@ -134,6 +134,7 @@ def test_a_session_is_stored_from_session_new_on(heron, fake_llm, workspace):
     assert set(other.request("session/resume", restore_params(session_id, workspace))) == {
         "configOptions",
         "modes",
+        "_meta",  # the workspace's trust (agent.trust)
     }
     fake_llm.script(text("Hello from elsewhere."), text("And here."))
     assert other.prompt(session_id, "first words")["stopReason"] == "end_turn"
