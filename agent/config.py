@@ -283,7 +283,7 @@ def update_config_file(path: Path, values: dict[str, str | int | float]) -> None
             lines[index] = line
     data = "\n".join(lines) + "\n"
     tomllib.loads(data)  # never write a file that Heron itself could not read back
-    _replace_file(path, data)
+    replace_private_file(path, data)
 
 
 def remove_config_keys(path: Path, keys: tuple[str, ...]) -> bool:
@@ -318,11 +318,11 @@ def remove_config_keys(path: Path, keys: tuple[str, ...]) -> bool:
     if after != {name: value for name, value in before.items() if name not in keys}:
         # Written in a form this line-based edit does not handle: change nothing.
         raise ConfigError(f"cannot remove {', '.join(keys)} from {path}; edit it by hand")
-    _replace_file(path, data)
+    replace_private_file(path, data)
     return True
 
 
-def _replace_file(path: Path, data: str) -> None:
+def replace_private_file(path: Path, data: str) -> None:
     """Write `data` owner-only (it may hold an API key) and atomically: a temporary file in
     the same directory, then rename, so a crash leaves the old file or the new one."""
     import tempfile

@@ -1,4 +1,5 @@
-"""One session's state: the conversation, the mode, remembered permissions, the running turn.
+"""One session's state: the conversation, the mode, remembered permissions, the workspace's
+trust, its instructions (system prompt, skills), the running turn.
 
 Everything here is plain data that a later store (SQLite) can save and `session/load` replay:
 `history` is the model's view (OpenAI chat messages), `transcript` the editor's view (the
@@ -15,20 +16,24 @@ from __future__ import annotations
 import datetime
 import itertools
 import logging
+import os
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from agent.files.workspace import repository_root
 from agent.notices import Note
 from agent.options.state import Choices
 from agent.rewind.marks import compaction_mark, step_mark
 from agent.sandbox.plan import Identity, identity
+from agent.sandbox.watch import git_related
 from agent.steering import SteeringInbox
 from agent.store.saver import Saver, SessionParts, title_update
 from agent.store.titles import first_request_text, make_title
 from agent.store.transcript import Transcript
+from agent.trust.state import WorkspaceTrust, open_trust
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -38,10 +43,12 @@ if TYPE_CHECKING:
     from agent.acp.wire import Connection
     from agent.commands.catalog import CommandSet
     from agent.config import Settings
+    from agent.context.instructions import Instructions
     from agent.files.backend import Files
     from agent.mcp.manager import McpManager
     from agent.permissions import PermissionMemory
     from agent.sandbox import Sandbox
+    from agent.skills.discovery import SkillSet
     from agent.tools.base import Tool, ToolContext
     from agent.undo.journal import UndoJournal
 
@@ -58,9 +65,18 @@ class Session:
         connection: Connection,
         client_capabilities: ClientCapabilities,
         mcp_servers: list[dict[str, Any]],
+        trust: WorkspaceTrust | None = None,
     ) -> None:
         self.id = session_id
         self.cwd = cwd
+        # Is the project trusted (its command files, skills, git programs in use)? Plain data;
+        # the session saves only its own answer (agent.trust.state).
+        self.trust = trust if trust is not None else open_trust_of(cwd)
+        # The skills it may use and its instructions (the system prompt): found once, and
+        # again only when its trust changes (`trust_changed`), so that the system prompt stays
+        # the same from request to request.
+        self.skills: SkillSet | None = None
+        self.instructions: Instructions | None = None
         # The server's settings, updated in place on a reload; `settings` adds this session's
         # picks (model, provider, thought level: agent.options).
         self.shared_settings = settings
@@ -126,9 +142,22 @@ class Session:
 
     @cached_property
     def tools(self) -> dict[str, Tool[Any]]:
-        """Every tool the model may call: the built-in ones and the MCP servers' (assigned by
-        `prepare_tools` when those change)."""
-        return dict(self.builtin_tools)
+        """Every tool the model may call: the built-in ones, `skill` when there are skills,
+        and the MCP servers' (made again by `_rebuild_tools` when those change)."""
+        tools = dict(self.builtin_tools)
+        if self.skills is not None and self.skills.skills:
+            from agent.skills.tool import SkillTool
+
+            tools["skill"] = SkillTool(self.skills)
+        if self.mcp is not None:
+            tools.update({tool.name: tool for tool in self.mcp.tools()})
+        return tools
+
+    def _rebuild_tools(self) -> None:
+        """The skills or the MCP servers' tools changed: the table is made again at its next
+        use (not now: before the first prompt the tools are not even imported)."""
+        self.__dict__.pop("tools", None)
+        self._tool_specs = None
 
     @cached_property
     def files(self) -> Files:
@@ -154,6 +183,7 @@ class Session:
             roots_of=lambda: self.roots,
             elicitation_form=self.client_capabilities.elicitation_form,
             user_present=self.user_present,
+            command_env=self.command_env,
         )
 
     @cached_property
@@ -208,15 +238,9 @@ class Session:
         return self._tool_specs
 
     async def system_prompt(self) -> str:
-        """The system prompt its next model request carries (the rules file read now)."""
-        from agent.context.prompt import system_prompt
-
-        return await system_prompt(
-            self.cwd,
-            confine=self.mode != "full-access",
-            additional_directories=self.additional_directories,
-            today=self.started_on,
-        )
+        """The system prompt its model requests carry: the same for the whole session (rules,
+        skills), so a prompt cache keeps serving it (`find_instructions`)."""
+        return (await self.find_instructions()).prompt
 
     async def next_request_tokens(self) -> int:
         """About how many tokens its next model request carries: the system prompt, the tools'
@@ -262,10 +286,61 @@ class Session:
         notices = await self.mcp.prepare()
         if self.mcp.version != self._mcp_version:
             self._mcp_version = self.mcp.version
-            mcp_tools = {tool.name: tool for tool in self.mcp.tools()}
-            self.tools = {**self.builtin_tools, **mcp_tools}
-            self._tool_specs = None
+            self._rebuild_tools()
         return notices
+
+    # -- trust, skills, instructions ---------------------------------------------------------
+
+    async def find_skills(self) -> SkillSet:
+        """The skills this session may use (the project's only when it is trusted): found at
+        the first need (the command list, the first prompt), then kept."""
+        if self.skills is None:
+            from agent.skills.discovery import find_skills
+
+            trust = self.trust
+            self.skills = await anyio.to_thread.run_sync(
+                find_skills, self.cwd, trust.folder, trust.trusted
+            )
+            self._rebuild_tools()
+        return self.skills
+
+    async def find_instructions(self) -> Instructions:
+        """The system prompt and what it holds: built at the first model request, then kept
+        (re-read only when the trust changes; see `agent.context.instructions`)."""
+        if self.instructions is None:
+            from agent.context.instructions import build_instructions
+
+            skills = await self.find_skills()
+            self.instructions = await build_instructions(
+                self.cwd,
+                self.trust.folder,
+                self.trust.trusted,
+                skills,
+                confine=self.mode != "full-access",
+                additional_directories=self.additional_directories,
+                today=self.started_on,
+            )
+        return self.instructions
+
+    def trust_changed(self) -> None:
+        """The user changed the trust: skills and instructions are found again (the system
+        prompt changes this once), and the command list follows at the next scan."""
+        self.skills = None
+        self.instructions = None
+        self._rebuild_tools()
+
+    async def command_env(self, cwd: Path) -> dict[str, str]:
+        """What a command started in `cwd` gets in its environment beyond the usual: while
+        the project is not trusted (or a sandboxed command changed `.git/` since it was), git
+        settings that keep the repository's hooks and programs from running."""
+        if "sandbox" in self.__dict__:  # made on first use
+            changed = self.sandbox.take_changes()
+            self.trust.git_changes += [p for p in changed if git_related(p)]
+        if not self.trust.guards_git:
+            return {}
+        from agent.trust.git import guard_env
+
+        return await anyio.to_thread.run_sync(guard_env, cwd)
 
     async def aclose(self) -> None:
         """End the session: stop its turn and its MCP servers (session/close, delete, exit).
@@ -439,6 +514,7 @@ class Session:
             options=self.choices.saved(),
             history=self.history,
             transcript=self.transcript.entries,
+            trust=self.trust.saved(),
             take_undo=journal.take_unsaved if journal is not None else None,
         )
 
@@ -449,3 +525,10 @@ class Session:
             call_id = f"{model_id or 'call'}_{next(self._call_counter)}"
         self._call_ids.add(call_id)
         return call_id
+
+
+def open_trust_of(cwd: Path) -> WorkspaceTrust:
+    """The trust of a session opened in `cwd` (its project: the repository holding it)."""
+    root = repository_root(cwd)
+    folder = root or Path(os.path.realpath(cwd))
+    return open_trust(cwd, folder, root is not None)

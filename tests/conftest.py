@@ -41,6 +41,23 @@ def heron_home(tmp_path: Path) -> Path:
     return home
 
 
+def trust_folder(home: Path, *folders: str | Path, trusted: bool = True) -> Path:
+    """Remember `folders` as trusted (or kept inert) in the test HOME's config, as `/trust
+    always` (`never`) would: what tests of project commands and skills need. Returns the file."""
+    import json
+
+    path = home / ".config" / "heron" / "trusted-folders.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    entries = {"trusted": [], "untrusted": []}
+    if path.exists():
+        import tomllib
+
+        entries.update(tomllib.loads(path.read_text()))
+    entries["trusted" if trusted else "untrusted"] += [os.path.realpath(f) for f in folders]
+    path.write_text("".join(f"{key} = {json.dumps(value)}\n" for key, value in entries.items()))
+    return path
+
+
 def _heron_executable() -> str:
     candidate = Path(sys.executable).parent / "heron"
     if candidate.is_file():

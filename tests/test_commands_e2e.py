@@ -16,11 +16,19 @@ from typing import Any
 
 import pytest
 from acp_client import RpcError
+from conftest import trust_folder
 from fake_openai import Call, text, tool_calls
 
 from agent.sandbox import available as sandbox_available
 
-BUILTINS = ["help", "compact", "init", "undo", "rewind", "model", "mode"]
+BUILTINS = ["help", "compact", "init", "undo", "rewind", "model", "mode", "trust", "rules"]
+
+
+@pytest.fixture(autouse=True)
+def trusted_workspace(heron_home, workspace):
+    """These tests are about commands: the project is trusted (tests/test_trust_e2e.py tests
+    what an untrusted one does)."""
+    trust_folder(heron_home, workspace)
 
 
 def is_commands(update: dict[str, Any]) -> bool:
@@ -109,7 +117,11 @@ def test_commands_are_listed_before_the_load_and_resume_answer(heron, fake_llm, 
     second = heron()
     params = {"sessionId": session_id, "cwd": workspace, "mcpServers": []}
     pending = second.request_async(method, params)
-    assert set(pending.result()) == {"configOptions", "modes"}  # the pickers (agent.options)
+    assert set(pending.result()) == {
+        "configOptions",
+        "modes",
+        "_meta",
+    }  # the pickers (agent.options)
     # The client knows the session: its command list comes with it (issue 16), once.
     [listing] = [u["availableCommands"] for u in pending.updates() if is_commands(u)]
     assert [entry["name"] for entry in listing] == [*BUILTINS, "deploy"]
@@ -449,7 +461,7 @@ def test_a_command_folder_that_is_a_file_is_ignored(heron, workspace, heron_home
     Path(workspace, ".heron").mkdir()
     Path(workspace, ".heron", "commands").write_text("not a folder\n")
     config = heron_home / ".config" / "heron"
-    config.mkdir(parents=True)
+    config.mkdir(parents=True, exist_ok=True)
     (config / "commands").symlink_to("/dev/null")  # a device, not a folder
     client = heron()
     session_id = client.new_session(workspace)

@@ -8,8 +8,8 @@ from pathlib import Path
 from agent.acp.protocol import ResourceLinkIn, TextBlockIn
 from agent.commands.catalog import CommandSet
 from agent.commands.files import CommandFolder, parse_command
-from agent.commands.frontmatter import split_front_matter
 from agent.commands.parse import parse
+from agent.frontmatter import split_front_matter
 
 
 def test_front_matter_values_plain_quoted_and_commented():

@@ -219,6 +219,29 @@ def test_yes_runs_everything_unasked(run_exec, fake_llm, workspace):
     assert "✓ Run `touch ran`" in done.stderr
 
 
+def test_an_untrusted_folder_stays_inert_with_one_line_and_trust_uses_it(
+    run_exec, fake_llm, workspace
+):
+    commands = Path(workspace, ".heron", "commands")
+    commands.mkdir(parents=True)
+    (commands / "review.md").write_text("Review the project.\n")
+    fake_llm.script(text("Plain."), text("Reviewed."))
+    done = run_exec("/review")
+    assert done.returncode == 0, done.stderr
+    notes = [line for line in done.stderr.splitlines() if "is not trusted" in line]
+    assert len(notes) == 1 and ".heron/commands/review.md" in notes[0] and "--trust" in notes[0]
+    assert fake_llm.requests[0].body["messages"][-1]["content"] == "/review"  # not a command
+
+    done = run_exec("--trust", "/review")
+    assert done.returncode == 0, done.stderr
+    assert "is not trusted" not in done.stderr
+    assert fake_llm.requests[1].body["messages"][-1]["content"] == "Review the project."
+    fake_llm.script(text("Plain again."))
+    done = run_exec("--continue", "/review")  # --trust was for that run only
+    assert "is not trusted" in done.stderr
+    assert fake_llm.requests[2].body["messages"][-1]["content"] == "/review"
+
+
 # ------------------------------------------------------------------------------ a terminal
 
 

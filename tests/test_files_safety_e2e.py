@@ -349,7 +349,7 @@ def test_agents_md_stays_inside_the_workspace_and_under_64_kb(heron, fake_llm, w
 
     (ws / "AGENTS.md").unlink()
     (ws / "AGENTS.md").write_text("Be brief.\n" + "z" * (10 * 1024 * 1024))
-    client.prompt(session, "hi")
+    client.prompt(client.new_session(workspace), "hi")  # a session reads its rules once
     system = fake_llm.requests[1].body["messages"][0]["content"]
     assert "Be brief." in system and "the rest is left out" in system
     assert len(system) < 64 * 1024 + 4000

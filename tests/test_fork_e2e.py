@@ -95,3 +95,21 @@ def test_fork_at_an_unknown_message_is_invalid_params(heron, fake_llm, workspace
     with pytest.raises(RpcError) as err:
         fork(client, "sess_unknown", workspace)
     assert err.value.code == -32602
+
+
+def test_a_fork_keeps_the_sessions_own_trust_answer_for_the_same_project_only(
+    heron, fake_llm, workspace, tmp_path
+):
+    client = heron()
+    original = client.new_session(workspace)
+    client.prompt(original, "/trust session")  # trusted for this session only, not remembered
+    status = lambda answer: answer["_meta"]["workspace_trust"]["status"]  # noqa: E731
+    params = {"sessionId": original, "cwd": workspace, "mcpServers": []}
+    assert status(client.request("session/fork", params)) == "session"
+    # From the store, after a restart: the saved answer still comes along.
+    assert status(heron().request("session/fork", params)) == "session"
+    # Forked into another folder (another project), nothing of it counts there.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    moved = client.request("session/fork", {**params, "cwd": str(elsewhere)})
+    assert status(moved) == "untrusted"

@@ -131,12 +131,13 @@ def test_without_agents_md_the_first_rules_file_in_zeds_order_is_read(heron, fak
     assert "Claude rules." not in system and "Gemini rules." not in system
     assert "project rules from" in client.stderr and "copilot-instructions.md" in client.stderr
 
+    # A session's system prompt stays as it was (prompt caches); a new session reads again.
     (ws / ".github" / "copilot-instructions.md").unlink()
-    client.prompt(session_id, "hi")
+    client.prompt(client.new_session(workspace), "hi")
     assert "Claude rules." in system_of(fake_llm) and "Gemini" not in system_of(fake_llm)
 
     (ws / "AGENTS.md").write_text("Agents rules.")
-    client.prompt(session_id, "hi")
+    client.prompt(client.new_session(workspace), "hi")
     assert "Agents rules." in system_of(fake_llm) and "Claude" not in system_of(fake_llm)
 
 

@@ -138,6 +138,7 @@ def test_a_session_is_stored_from_session_new_on(heron, fake_llm, workspace):
     assert set(other.request("session/resume", restore_params(session_id, workspace))) == {
         "configOptions",
         "modes",
+        "_meta",  # the workspace's trust (agent.trust)
     }
     fake_llm.script(text("Hello from elsewhere."), text("And here."))
     assert other.prompt(session_id, "first words")["stopReason"] == "end_turn"
@@ -219,7 +220,7 @@ def test_load_replays_exactly_what_the_editor_saw_and_the_model_continues(
     load = fresh.request_async(
         "session/load", {"sessionId": session_id, "cwd": workspace, "mcpServers": []}
     )
-    assert set(load.result()) == {"configOptions", "modes"}  # the pickers
+    assert set(load.result()) == {"configOptions", "modes", "_meta"}  # the pickers
     before = load.updates()
     replayed = turn_updates(before)
     # The conversation, then the session's state (issue 16: all of it before the answer).
@@ -279,7 +280,7 @@ def test_resume_restores_the_history_without_replaying(heron, fake_llm, workspac
     resume = second.request_async(
         "session/resume", {"sessionId": session_id, "cwd": workspace, "mcpServers": []}
     )
-    assert set(resume.result()) == {"configOptions", "modes"}  # the pickers
+    assert set(resume.result()) == {"configOptions", "modes", "_meta"}  # the pickers
     # No replay: only the session's state (command list, title, context meter).
     assert turn_updates(resume.updates()) == []
     second.prompt(session_id, "What did I ask?")
@@ -312,7 +313,7 @@ def test_a_session_killed_mid_turn_loads_cleanly(heron, fake_llm, workspace, her
     load = second.request_async(
         "session/load", {"sessionId": session_id, "cwd": workspace, "mcpServers": []}
     )
-    assert set(load.result()) == {"configOptions", "modes"}  # the pickers
+    assert set(load.result()) == {"configOptions", "modes", "_meta"}  # the pickers
     calls = {u["toolCallId"]: u for u in load.updates() if u["sessionUpdate"] == "tool_call"}
     assert calls["r1"]["status"] == "completed"
     assert calls["b1"]["status"] == "failed"  # interrupted: replays as failed
@@ -433,7 +434,7 @@ def test_close_cancels_the_running_turn_and_keeps_the_session(heron, fake_llm, w
     load = client.request_async(
         "session/load", {"sessionId": session_id, "cwd": workspace, "mcpServers": []}
     )
-    assert set(load.result()) == {"configOptions", "modes"}  # the pickers
+    assert set(load.result()) == {"configOptions", "modes", "_meta"}  # the pickers
     assert editor_view(load.updates()) == [
         user_chunk({"type": "text", "text": "Do a long thing"}),
         agent_chunk("Working on it"),

@@ -69,7 +69,7 @@ def test_a_20000_delta_answer_arrives_whole_in_order_and_replays_the_same(
     load = fresh.request_async(
         "session/load", {"sessionId": session_id, "cwd": workspace, "mcpServers": []}
     )
-    assert set(load.result(timeout=60)) == {"configOptions", "modes"}
+    assert set(load.result(timeout=60)) == {"configOptions", "modes", "_meta"}
     user = {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": ""}}
     seen = [
         {**user, "content": {"type": "text", "text": "Count"}},

@@ -39,7 +39,7 @@ from agent.acp.wire import (
 )
 from agent.app.options import OptionMethods
 from agent.app.rewind import RewindMethods
-from agent.app.sessions import SessionStore, run_mode, user_present
+from agent.app.sessions import SessionStore, apply_run_trust, run_mode, user_present
 from agent.app.steering import SteeringMethod
 from agent.commands import announce_after_answer
 from agent.errors import TurnFailed
@@ -216,10 +216,11 @@ class Server:
         if mode := run_mode(params):
             session.mode = mode  # for this run only (heron exec); saved: the default
         session.user_present = user_present(params)
+        apply_run_trust(session, params)
         self.store.attach(session, new=True)  # stored once the answer is out
         announce_after_answer(session)  # the slash commands
-        log.info("session %s in %s", session_id, cwd)
-        answer = {"sessionId": session_id, **opened(session)}
+        log.info("session %s in %s (%s)", session_id, cwd, session.trust.status)
+        answer = {"sessionId": session_id, **opened(session), "_meta": session.trust.meta()}
         session.hold_until_answered()  # updates about it follow the answer (Session.notify)
         return answer
 

@@ -21,6 +21,7 @@ from agent.acp.wire import INTERNAL_ERROR, INVALID_PARAMS, RpcError
 from agent.commands import announce_after_answer, announce_now
 from agent.config import MODES
 from agent.context.history import answer_dangling_calls
+from agent.files.workspace import project_folder
 from agent.options.apply import opened
 from agent.rewind.marks import cut_at_message
 from agent.store.replay import INTERRUPTED, replay_updates
@@ -119,6 +120,7 @@ class SessionStore:
         if source is not None:
             history, transcript = source.history, source.transcript.entries
             title, mode, options = source.title, source.saved_mode, source.choices.saved()
+            trust = (source.trust.folder, source.trust.saved(), source.trust.git_changes)
         else:
             session_id = parsed.session_id
 
@@ -130,6 +132,7 @@ class SessionStore:
             stored = _readable(await self._read(query), session_id, self.store.failure)
             history, transcript = stored.history, stored.transcript
             title, mode, options = stored.row.title, stored.row.mode, stored.row.options
+            trust = (project_folder(Path(stored.row.cwd)), stored.row.trust, [])
         if (message := fork_message(params)) is not None:
             cut = cut_at_message(transcript, message)
             if isinstance(cut, str) or cut is None:
@@ -145,16 +148,21 @@ class SessionStore:
         if mode:
             session.mode = session.saved_mode = mode
         session.choices.restore(options)
+        folder, decided, git_changes = trust
+        if folder == session.trust.folder:  # the same project: its answer, its pending guard
+            session.trust.restore(decided)
+            session.trust.git_changes = list(git_changes)
         for update in copied[1]:
             if update.get("sessionUpdate") == "tool_call" and update.get("toolCallId"):
                 session.new_call_id(update["toolCallId"])
         if run := run_mode(params):
             session.mode = run
         session.user_present = user_present(params)
+        apply_run_trust(session, params)
         self.attach(session, new=True)  # stored, whole, once the answer is out
         announce_after_answer(session)
         log.info("session %s forked from %s", session.id, parsed.session_id)
-        answer = {"sessionId": session.id, **opened(session)}
+        answer = {"sessionId": session.id, **opened(session), "_meta": session.trust.meta()}
         session.hold_until_answered()  # what follows goes out after the answer
         if title:
             session.notify(title_update(title))
@@ -245,6 +253,7 @@ class SessionStore:
         if mode := run_mode(params):
             session.mode = mode  # for this run only: the saved mode stays the stored one
         session.user_present = user_present(params)
+        apply_run_trust(session, params)
         if [str(d) for d in directories] != stored.row.additional_dirs:
             session.save()  # the request's list is the session's now (session/list shows it)
         log.info("session %s restored (%d messages)", session_id, len(stored.history))
@@ -262,7 +271,7 @@ async def _answer_restored(session: Session) -> dict[str, Any]:
     session: the client knows the session, so its state comes with it (the command list,
     the title, how full the context is), and after the answer only what a prompt causes
     (`Session.notify`). The options and mode are in the answer itself."""
-    answer = opened(session)
+    answer = {**opened(session), "_meta": session.trust.meta()}
     await announce_now(session)  # the slash commands (a bounded scan of the command folders)
     if session.title:
         session.notify(title_update(session.title))
@@ -341,6 +350,7 @@ def _put_back(session: Session, stored: StoredSession, saver: Saver) -> None:
     if stored.row.mode:
         session.mode = session.saved_mode = stored.row.mode
     session.choices.restore(stored.row.options)
+    session.trust.restore(stored.row.trust)
     for update in stored.transcript:
         if update.get("sessionUpdate") == "tool_call" and update.get("toolCallId"):
             session.new_call_id(update["toolCallId"])  # new calls must not reuse these ids
@@ -383,6 +393,20 @@ def run_mode(params: dict[str, Any]) -> str | None:
     heron = meta.get("heron") if isinstance(meta, dict) else None
     mode = heron.get("mode") if isinstance(heron, dict) else None
     return mode if mode in MODES else None
+
+
+def apply_run_trust(session: Session, params: dict[str, Any]) -> None:
+    """`_meta.heron.trust`: `heron exec` says whether this run trusts the folder (`--trust`:
+    true, for this process only, never saved) or that nobody is there to be asked (false: the
+    remembered decision counts, an undecided folder stays inert without a question). Like the
+    mode, it grants nothing the client could not get by answering the question itself."""
+    meta = params.get("_meta")
+    heron = meta.get("heron") if isinstance(meta, dict) else None
+    trust = heron.get("trust") if isinstance(heron, dict) else None
+    if trust is True:
+        session.trust.run = True
+    elif trust is False:
+        session.trust.ask = False
 
 
 def _encode_cursor(updated_at: str, session_id: str) -> str:

@@ -25,6 +25,8 @@ MODULES = (
     # A prompt (a command or a turn), and what it imports: the loop, the commands, llm,
     # permissions, compaction, context...
     "agent.app.prompt",
+    "agent.context.instructions",  # the system prompt, built at the first request
+    "agent.skills.tool",
     "agent.store.db",  # sqlite3 (the store itself is opened by the first step, not here)
 )
 

@@ -1,13 +1,14 @@
-"""Slash commands: the built-ins (/help, /compact, /init, /undo, /model, /mode), the user's
-command files and the MCP servers' prompts.
+"""Slash commands: the built-ins (/help, /compact, /init, /undo, /model, /mode, /trust,
+/rules), the user's command files, the skills and the MCP servers' prompts.
 
 - `command`: one command; `catalog`: a session's list and the `available_commands_update`
   carrying it; `live`: keeping the editor's list current (cheap to import: `session/new`);
-- `files`, `frontmatter`: the command files of `.heron/commands/` and
+- `files`: the command files of `.heron/commands/` (a trusted project's) and
   `~/.config/heron/commands/`; `mcp`: the MCP servers' prompts as commands;
 - `parse`: a prompt → the command it invokes; `run`: finding and running it (`agent.app.prompt`
   decides between a command and a model turn); `builtins`: what each built-in does; `undo`:
-  /undo; `prompts`: command files and MCP prompts as model turns; `pickers`: a stand-in for
+  /undo; `trust`: /trust and the question whether to trust the project; `rules`: /rules;
+  `prompts`: command files, MCP prompts and skills as model turns; `pickers`: a stand-in for
   agent.options;
 - `conversation`: what a handler gets, the running turn, as a Protocol: commands import
   neither the turn nor the session (both sit above them; `catalog.CommandHost` likewise).

@@ -8,7 +8,6 @@ prompt, through the same tools and permissions as any prompt.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -17,10 +16,13 @@ from agent.commands import pickers
 from agent.commands.catalog import commands_of, user_folder
 from agent.commands.parse import Invocation, text_block
 from agent.commands.rewind import run_rewind
+from agent.commands.rules import rules, skipped_lines
+from agent.commands.trust import trust
 from agent.commands.undo import run_undo
 from agent.context.compaction import Budget, summary_of
 from agent.context.compaction import compact as compact_history
 from agent.context.usage import FIXED, HISTORY, chars_per_token, context_size, estimate_tokens
+from agent.files.paths import home_relative
 from agent.llm import LLMError
 from agent.options.catalog import MODE_INFO
 from agent.sandbox import available as sandbox_available
@@ -65,12 +67,16 @@ async def rewind(turn: Conversation, call: Invocation) -> StopReason:
 
 
 async def help_(turn: Conversation, call: Invocation) -> StopReason:
-    commands = commands_of(turn.session).commands().values()
+    session = turn.session
+    skills = await session.find_skills()
+    catalog = commands_of(session)
+    commands = catalog.commands().values()
     groups = {
         "built-in": "Commands (type them at the start of a message):",
         "project": "This project's commands (`.heron/commands/`):",
-        "user": f"Your commands (`{_home(str(user_folder()))}/`):",
+        "user": f"Your commands (`{home_relative(user_folder())}/`):",
         "mcp": "MCP server prompts:",
+        "skill": "Skills (`/name request` loads the skill, then asks the model):",
     }
     lines: list[str] = []
     for source, title in groups.items():
@@ -81,12 +87,25 @@ async def help_(turn: Conversation, call: Invocation) -> StopReason:
         for command in listed:
             usage = f"/{command.name}" + (f" <{command.hint}>" if command.hint else "")
             lines.append(f"- `{usage}` — {command.description}")
+    problems = skipped_lines(skills.skipped) + [
+        f"- `{skill.name}` has no `/{skill.name}`: a {command.source} command has that name"
+        for skill, command in catalog.shadowed_skills()
+    ]
+    if problems:
+        lines += ["", "Skills not offered:", "", *problems]
+    if not session.trust.trusted and session.trust.found:
+        lines += [
+            "",
+            "This project is not trusted: its command files and skills are not offered "
+            "(`/trust` shows what and changes it).",
+        ]
     lines += [
         "",
+        "`/rules` shows the rules files and skills in force. "
         "Any other text, an unknown `/word` included, goes to the model as typed. A Markdown "
         "file `NAME.md` in the project's `.heron/commands/` or in your own "
-        f"`{_home(str(user_folder()))}/` adds `/NAME`: its body is the prompt, `$ARGUMENTS` the "
-        "text typed after the name.",
+        f"`{home_relative(user_folder())}/` adds `/NAME`: its body is the prompt, "
+        "`$ARGUMENTS` the text typed after the name.",
     ]
     turn.updates.say("\n".join(lines))
     return "end_turn"
@@ -189,9 +208,6 @@ BUILTIN_HANDLERS: dict[str, Handler] = {
     "rewind": rewind,
     "model": model,
     "mode": mode,
+    "trust": trust,
+    "rules": rules,
 }
-
-
-def _home(path: str) -> str:
-    home = os.path.expanduser("~")
-    return "~" + path[len(home) :] if home != "/" and path.startswith(home + "/") else path

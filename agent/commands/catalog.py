@@ -1,5 +1,6 @@
-"""A session's slash commands: the built-ins, the user's command files, the MCP servers'
-prompts (the user's, through the editor), then the project's command files; and the
+"""A session's slash commands: the built-ins, the user's command files, the user's skills, the
+MCP servers' prompts (the user's, through the editor), then the project's command files and
+the project's skills (both only while the project is trusted: agent.trust); and the
 `available_commands_update` that lists them. In a name clash the earlier wins: a cloned
 repository cannot replace what the user set up.
 
@@ -9,6 +10,7 @@ Importing this module is cheap (no pydantic, no model client, no MCP SDK).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -17,15 +19,18 @@ import anyio
 from agent.commands.command import Command
 from agent.commands.files import CommandFolder, UserCommand
 from agent.config import default_config_path
+from agent.trust.inventory import PROJECT_COMMANDS
 
 if TYPE_CHECKING:
     from agent.acp.wire import Connection
     from agent.mcp.manager import McpManager
+    from agent.skills.discovery import SkillSet
+    from agent.trust.state import WorkspaceTrust
 
 log = logging.getLogger("heron.commands")
 
 SCAN_TIMEOUT = 2.0  # seconds a prompt waits for a slow file system before using the last list
-PROJECT_FOLDER = Path(".heron") / "commands"
+PROJECT_FOLDER = PROJECT_COMMANDS
 
 
 BUILTINS = (
@@ -49,6 +54,12 @@ BUILTINS = (
         "Show the permission mode, or switch to another",
         "read-only, ask, auto, accept-edits or full-access",
     ),
+    Command(
+        "trust",
+        "Show whether this folder is trusted, and change it",
+        "optional: always, session, off or never",
+    ),
+    Command("rules", "Show the rules files and skills in force, and what was skipped"),
 )
 
 
@@ -60,13 +71,15 @@ def user_folder() -> Path:
 class CommandSet:
     """The commands one session offers, kept current by `refresh()`."""
 
-    def __init__(self, cwd: Path) -> None:
+    def __init__(self, cwd: Path, trusted: Callable[[], bool] = lambda: True) -> None:
         self.folders = (
             CommandFolder(cwd / PROJECT_FOLDER, "project", confine=cwd),
             CommandFolder(user_folder(), "user"),
         )
+        self.trusted = trusted  # the project's trust, read at each scan (agent.trust)
         self.files: list[UserCommand] = []  # the command files of both folders
         self.prompts: list[Command] = []  # the MCP servers' prompts (agent.commands.mcp)
+        self.skills: list[Command] = []  # the skills (agent.skills), user's and project's
         self.sent: list[dict[str, Any]] | None = None  # the list the editor has
         self.watching = False  # told when the MCP servers' prompts change
         self._lock = anyio.Lock()
@@ -83,10 +96,29 @@ class CommandSet:
                 if f.source == source
             ]
 
+        def skills(scope: str) -> list[Command]:
+            return [c for c in self.skills if c.skill is not None and c.skill.scope == scope]
+
         found: dict[str, Command] = {}
-        for command in (*BUILTINS, *of("user"), *self.prompts, *of("project")):
+        for command in (
+            *BUILTINS,
+            *of("user"),
+            *skills("user"),
+            *self.prompts,
+            *of("project"),
+            *skills("project"),
+        ):
             found.setdefault(command.name, command)
         return found
+
+    def shadowed_skills(self) -> list[tuple[Command, Command]]:
+        """(skill, the command that holds its name): skills without a slash command."""
+        commands = self.commands()
+        return [
+            (skill, commands[skill.name])
+            for skill in self.skills
+            if commands.get(skill.name) is not skill
+        ]
 
     def find(self, name: str) -> Command | None:
         return self.commands().get(name)
@@ -107,6 +139,8 @@ class CommandSet:
         try:
             found: list[UserCommand] = []
             for folder in self.folders:
+                if folder.source == "project" and not self.trusted():
+                    continue  # inert until the user trusts the project (agent.trust)
                 try:
                     found.extend(folder.scan().values())
                 except Exception:  # a bug here must not cost the user their prompt
@@ -126,6 +160,13 @@ class CommandHost(Protocol):
     def id(self) -> str: ...
 
     @property
+    def trust(self) -> WorkspaceTrust:
+        """Whether the project is trusted (its command files and skills are in use)."""
+
+    async def find_skills(self) -> SkillSet:
+        """The session's skills (`Session.find_skills`)."""
+
+    @property
     def cwd(self) -> Path: ...
 
     @property
@@ -143,7 +184,8 @@ class CommandHost(Protocol):
 
 def commands_of(session: CommandHost) -> CommandSet:
     if session.commands is None:
-        session.commands = CommandSet(session.cwd)
+        trust = session.trust
+        session.commands = CommandSet(session.cwd, lambda: trust.trusted)
     return session.commands
 
 

@@ -11,9 +11,12 @@ from agent.options.holder import OptionHolder
 from agent.rewind.conversation import Rewindable
 
 if TYPE_CHECKING:
-    from agent.acp.protocol import PromptBlock, StopReason
+    import anyio
+
+    from agent.acp.protocol import PromptBlock, SessionUpdate, StopReason
+    from agent.context.instructions import Instructions
     from agent.store.saver import Saver
-    from agent.tools.base import Tool
+    from agent.tools.base import Tool, ToolResult
     from agent.undo.journal import UndoJournal
 
 
@@ -46,6 +49,12 @@ class ConversationState(CommandHost, OptionHolder, Rewindable, Protocol):
     async def next_request_tokens(self) -> int:
         """About what the next model request carries (`Session.next_request_tokens`)."""
 
+    async def find_instructions(self) -> Instructions:
+        """The system prompt and the rules and skills in it (`Session.find_instructions`)."""
+
+    def trust_changed(self) -> None:
+        """The project's trust changed: skills and instructions are found again."""
+
 
 class Said(Protocol):
     """Where a handler's own words go: to the editor and into the transcript."""
@@ -59,6 +68,9 @@ class Said(Protocol):
         self, compaction_id: str | None, text: str, summary: str | None = None, ok: bool = True
     ) -> None:
         """How the compaction ended, in words and (when shown) as a `compaction_update`."""
+
+    def emit(self, update: SessionUpdate) -> None:
+        """A turn's `session/update` (a tool call's progress, say)."""
 
     def checkpoint(self) -> None:
         """A step boundary: the session saves what changed."""
@@ -80,6 +92,9 @@ class ToolRunner(Protocol):
         self, call_id: str, tool: Tool[Any], args: Any, raw_args: dict[str, Any]
     ) -> str: ...
 
+    def finish(self, call_id: str, result: ToolResult, raw_input: Any = None) -> None:
+        """End an announced call with its result (completed or failed)."""
+
 
 class Conversation(Protocol):
     """The running prompt turn, as a command handler gets it."""
@@ -94,6 +109,10 @@ class Conversation(Protocol):
 
     @property
     def calls(self) -> ToolRunner: ...
+
+    @property
+    def scope(self) -> anyio.CancelScope:
+        """The turn's: cancelling it ends the turn (a question the user stopped)."""
 
     async def check_configured(self) -> None:
         """Raise, as a prompt fails, when no model is set up (or none is named)."""

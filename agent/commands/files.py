@@ -21,8 +21,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.commands.frontmatter import split_front_matter
 from agent.files.paths import read_regular
+from agent.frontmatter import split_front_matter
 
 log = logging.getLogger("heron.commands")
 

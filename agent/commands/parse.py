@@ -41,6 +41,14 @@ def parse(blocks: list[PromptBlock], commands: CommandSet) -> Invocation | None:
     return Invocation(command, "".join(texts).strip(), blocks, attachments)
 
 
+def slash_word(blocks: list[PromptBlock]) -> str | None:
+    """The `/name` a prompt starts with, known as a command or not."""
+    if not blocks or not isinstance(blocks[0], TextBlockIn):
+        return None
+    match = _INVOCATION.match(blocks[0].text)
+    return match.group(1) if match else None
+
+
 def text_block(text: str) -> TextBlockIn:
     """A prompt's text block (what a command gives the model instead of what was typed)."""
     return TextBlockIn(type="text", text=text)

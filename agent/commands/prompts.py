@@ -1,5 +1,5 @@
-"""Commands that are prompts: the user's command files and the MCP servers' prompts. Each
-becomes a normal model turn on its prompt; the transcript keeps what the user typed."""
+"""Commands that are prompts: command files, the MCP servers' prompts and skills. Each becomes a
+normal model turn on its prompt; the transcript keeps what the user typed."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from agent.acp.protocol import ImageBlockIn, PromptBlock, StopReason
 from agent.commands.mcp import find_connection, prompt_arguments
 from agent.commands.parse import Invocation, text_block
+from agent.skills.content import SkillUnreadable, instructions
 
 if TYPE_CHECKING:
     from agent.commands.conversation import Conversation
@@ -17,6 +18,24 @@ async def user_command(turn: Conversation, call: Invocation) -> StopReason:
     """A command file: its body, with the arguments in place, is the prompt."""
     assert call.command.file is not None
     prompt = call.command.file.prompt(call.arguments)
+    return await turn.converse([text_block(prompt), *call.attachments], record=False)
+
+
+async def skill_command(turn: Conversation, call: Invocation) -> StopReason:
+    """`/skill-name request`: a model turn with the skill's instructions loaded first and the
+    typed text as the request."""
+    skill = call.command.skill
+    assert skill is not None
+    try:
+        loaded = instructions(skill)
+    except (SkillUnreadable, OSError) as exc:
+        turn.updates.say(f"The skill `{skill.name}` cannot be read now: {exc}")
+        return "end_turn"
+    request = call.arguments or "Use this skill now."
+    prompt = (
+        f"The user started the skill `{skill.name}`; its instructions:\n\n{loaded}\n\n"
+        f"The user's request:\n{request}"
+    )
     return await turn.converse([text_block(prompt), *call.attachments], record=False)
 
 

@@ -11,7 +11,7 @@ from agent.commands.builtins import BUILTIN_HANDLERS, Handler
 from agent.commands.catalog import commands_of
 from agent.commands.live import refresh
 from agent.commands.parse import Invocation, parse
-from agent.commands.prompts import mcp_prompt, user_command
+from agent.commands.prompts import mcp_prompt, skill_command, user_command
 
 if TYPE_CHECKING:
     from agent.commands.catalog import CommandHost
@@ -27,13 +27,15 @@ async def find_command(session: CommandHost, blocks: list[PromptBlock]) -> Invoc
     return parse(blocks, commands_of(session))
 
 
-async def run_command(turn: Conversation, call: Invocation) -> StopReason:
-    """Run the invoked command in the running turn; the turn's stop reason."""
+async def run_command(turn: Conversation, call: Invocation, record: bool = True) -> StopReason:
+    """Run the invoked command in the running turn; the turn's stop reason. `record=False`
+    when the transcript already shows what the user typed."""
     session = turn.session
     log.info("session %s: /%s (%s)", session.id, call.command.name, call.command.source)
     if call.command.needs_model:
         await turn.check_configured()
-    turn.record_prompt(call.blocks)  # what the user typed, so session/load replays it
+    if record:
+        turn.record_prompt(call.blocks)  # what the user typed, so session/load replays it
     await session.store_ready()
     turn.updates.checkpoint()
     stop_reason = await handler_for(call)(turn, call)
@@ -46,4 +48,6 @@ def handler_for(call: Invocation) -> Handler:
         return user_command
     if call.command.prompt is not None:
         return mcp_prompt
+    if call.command.skill is not None:
+        return skill_command
     return BUILTIN_HANDLERS[call.command.name]

@@ -26,6 +26,13 @@ def display_path(path: Path, cwd: Path) -> str:
     return printable(str(path))
 
 
+def home_relative(path: Path | str) -> str:
+    """`~/…` for a path under the home folder (how the user knows their own files)."""
+    home = os.path.expanduser("~")
+    text = str(path)
+    return "~" + text[len(home) :] if home != "/" and text.startswith(home + "/") else text
+
+
 def printable(text: str) -> str:
     """Text safe to encode as UTF-8: undecodable file-name bytes become U+FFFD."""
     try:

@@ -38,3 +38,26 @@ def program_outside(name: str, roots: Sequence[Path], path: str | None = None) -
         if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             return candidate
     return None
+
+
+def repository_root(cwd: Path) -> Path | None:
+    """The top of the git repository holding `cwd` (a `.git` folder, or the `.git` file of a
+    worktree or submodule), real path; None outside one. The home folder and `/` do not count
+    (a dotfiles repository at $HOME is not the project of every folder below it)."""
+    start = Path(os.path.realpath(cwd))
+    home = Path(os.path.realpath(os.path.expanduser("~")))
+    for folder in (start, *start.parents):
+        if folder in (home, Path("/")):
+            return None
+        try:
+            if os.path.lexists(folder / ".git"):
+                return folder
+        except (OSError, ValueError):
+            return None
+    return None
+
+
+def project_folder(cwd: Path) -> Path:
+    """What a session works in as a whole: the repository holding `cwd`, else `cwd` itself
+    (real paths). Trust is decided for it, and its rules files are read from it down to cwd."""
+    return repository_root(cwd) or Path(os.path.realpath(cwd))

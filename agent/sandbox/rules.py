@@ -131,6 +131,7 @@ class Sandbox:
         self._rlimits: dict[str, int] | None = None  # fixed at the first command
         # Whether the client's terminals run the sandbox as asked (None: not checked yet).
         self.terminal_checked: bool | None = None
+        self._changes: list[str] = []  # watched paths commands changed, not yet taken
 
     # -- what confines, for this session ------------------------------------------------------
 
@@ -342,7 +343,15 @@ class Sandbox:
         """What the command changed of it ([] if nothing), repositories it made included."""
         roots = self._roots()
         changed = changed_paths(before.fingerprint, fingerprint(roots))
-        return changed + new_repositories(roots, before.started_ns)
+        changed += new_repositories(roots, before.started_ns)
+        self._changes += changed
+        return changed
+
+    def take_changes(self) -> list[str]:
+        """The watched paths sandboxed commands changed since the last call (the session's
+        trust: git runs with the repository's programs disabled after a `.git/` change)."""
+        changes, self._changes = self._changes, []
+        return changes
 
     def notice(self) -> Note | None:
         """Why auto mode asks before commands here, when no sandbox confines them (told once

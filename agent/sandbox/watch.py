@@ -39,7 +39,9 @@ _never_equal = itertools.count()  # what a tree too large to walk records
 
 CHANGED = (
     "\n\n[Heron] Warning: the command changed {paths}. Git hooks and config and Heron's "
-    "project settings take effect outside the sandbox: tell the user what changed and why."
+    "project settings take effect outside the sandbox: tell the user what changed and why. "
+    "Until the user confirms with /trust, Heron runs git with this repository's hooks and "
+    "program settings disabled."
 )
 
 
@@ -105,6 +107,12 @@ def changed_note(changed: list[str]) -> str:
     shown = ", ".join(f"`{p}`" for p in changed[:10])
     more = f" and {len(changed) - 10} more" if len(changed) > 10 else ""
     return CHANGED.format(paths=shown + more)
+
+
+def git_related(path: str) -> bool:
+    """Whether a watched path that changed is git's (its folder, a hooks folder or config file
+    it names elsewhere, a new repository), not an editor's or Heron's project settings."""
+    return not any(part in EDITOR_SETTINGS for part in Path(path).parts)
 
 
 def new_repositories(roots: list[Path], since_ns: int, budget: int = SCAN_FOLDERS) -> list[str]:

@@ -78,6 +78,11 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE undo_turns ADD COLUMN conversation TEXT
     """,
+    # The session's own answer to "trust this folder?" ("trusted" or "untrusted" for this
+    # session; NULL: the user's remembered decision counts; agent.trust.state).
+    """
+    ALTER TABLE sessions ADD COLUMN trust TEXT
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -98,6 +103,7 @@ class SessionRow:
     model: str | None
     options: dict[str, Any] = field(default_factory=dict)  # the session's picks (agent.options)
     revision: int = 0  # see MIGRATIONS[3]
+    trust: str | None = None  # see MIGRATIONS[5]
 
     def info(self) -> dict[str, Any]:
         """The session as ACP's `session/list` describes it (SessionInfo)."""
@@ -163,13 +169,14 @@ def upsert_session(conn: sqlite3.Connection, row: SessionRow, revision: int = 0)
     """Insert or update the row; a title once given is kept when `row` has none."""
     conn.execute(
         """INSERT INTO sessions (id, cwd, additional_dirs, title, created_at, updated_at, mode,
-                                 model, options, revision)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                 model, options, revision, trust)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
            ON CONFLICT (id) DO UPDATE SET cwd = excluded.cwd,
                additional_dirs = excluded.additional_dirs,
                title = coalesce(excluded.title, sessions.title),
                updated_at = excluded.updated_at, mode = excluded.mode, model = excluded.model,
-               options = excluded.options, revision = excluded.revision""",
+               options = excluded.options, revision = excluded.revision,
+               trust = excluded.trust""",
         (
             row.id,
             row.cwd,
@@ -181,6 +188,7 @@ def upsert_session(conn: sqlite3.Connection, row: SessionRow, revision: int = 0)
             row.model,
             json.dumps(row.options),
             revision,
+            row.trust,
         ),
     )
 
@@ -365,12 +373,15 @@ def _json_list(conn: sqlite3.Connection, sql: str, session_id: str) -> list[Any]
     return json.loads("[" + ",".join(text for (text,) in conn.execute(sql, (session_id,))) + "]")
 
 
-_COLUMNS = "id, cwd, additional_dirs, title, created_at, updated_at, mode, model, options, revision"
+_COLUMNS = (
+    "id, cwd, additional_dirs, title, created_at, updated_at, mode, model, options, revision, trust"
+)
 
 
 def _row(r: tuple[Any, ...]) -> SessionRow:
     dirs, options = _json_or(r[2], list), _json_or(r[8], dict)
-    return SessionRow(r[0], r[1], dirs, r[3], r[4], r[5], r[6], r[7], options, r[9])
+    trust = r[10] if isinstance(r[10], str) else None
+    return SessionRow(r[0], r[1], dirs, r[3], r[4], r[5], r[6], r[7], options, r[9], trust)
 
 
 def _json_or(text: str, kind: type) -> Any:

@@ -81,6 +81,7 @@ class SessionParts:
     options: dict[str, str]  # the user's picks (agent.options)
     history: list[dict[str, Any]]
     transcript: list[dict[str, Any]]
+    trust: str | None = None  # the session's own trust answer (agent.trust.state.saved)
     # Takes the undo journal's unsaved rows (None: the session has no journal yet); called
     # only when the step is written.
     take_undo: Callable[[], UndoRows] | None = None
@@ -348,4 +349,5 @@ def _session_row(session: SessionParts, created_at: str) -> Any:
         mode=session.mode,
         model=model and storable(model),
         options=session.options,
+        trust=session.trust,
     )

@@ -100,6 +100,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--yes", "-y", action="store_true", help="full access for this run: nothing asks"
     )
+    parser.add_argument(
+        "--trust",
+        action="store_true",
+        help="trust the folder for this run: its command files, skills and git settings are "
+        "used (an untrusted folder's are not; /trust in an editor remembers a decision)",
+    )
     add_flags(parser, AGENT_FLAGS)
     return parser
 
@@ -157,6 +163,7 @@ def main(argv: list[str]) -> int:
             agent += [f"--{name.replace('_', '-')}", str(value)]
     run = Exec(agent, cwd, prompt, args.json)
     run.mode = settings.mode
+    run.trust = args.trust
     run.resumed = resumed
     return run.run()
 
@@ -220,6 +227,7 @@ class Exec:
         self.terminal = Terminal.open()
         self.proc: subprocess.Popen[bytes] | None = None
         self.mode: str | None = None  # this run's permission mode, for a resumed session
+        self.trust = False  # --trust: the folder is trusted for this run
         self.resumed: SessionRow | None = None  # the stored session to continue, if any
         self.session_id: str | None = None
         self.next_id = 0
@@ -286,6 +294,7 @@ class Exec:
             )
             self.session_id = session["sessionId"]
             self.trace.info(f"session {self.session_id}")
+            self.note_trust(session)
             return
         params: dict[str, Any] = {
             "sessionId": self.resumed.id,
@@ -294,7 +303,7 @@ class Exec:
             **self.run_meta(),
         }
         try:
-            self.request("session/resume", params)
+            self.note_trust(self.request("session/resume", params))
         except AgentError as exc:
             if exc.code == INVALID_PARAMS:  # e.g. deleted since we looked it up
                 raise UsageFailure(str(exc)) from exc
@@ -304,9 +313,29 @@ class Exec:
         self.trace.info(f"continuing session {self.session_id}{title}")
 
     def run_meta(self) -> dict[str, Any]:
-        """This run's mode, not the stored one, and not saved (see the module docstring)."""
+        """This run's mode, not the stored one, and not saved (see the module docstring); and
+        its trust: `--trust` trusts the folder for this run, else nobody is asked (the
+        decision remembered for the folder counts; an undecided folder stays inert)."""
         # Nobody answers the model's questions here (agent.questions): it decides by itself.
-        return {"_meta": {"heron": {"mode": self.mode, "askUser": False}}}
+        meta = {"mode": self.mode, "askUser": False, "trust": self.trust}
+        return {"_meta": {"heron": meta}}
+
+    def note_trust(self, answer: dict[str, Any]) -> None:
+        """One line on stderr when the folder's own commands, skills or git settings are
+        left out because it is not trusted."""
+        meta = answer.get("_meta")
+        trust = meta.get("workspace_trust") if isinstance(meta, dict) else None
+        if not isinstance(trust, dict) or trust.get("status") != "untrusted":
+            return
+        details = trust.get("details")
+        ignored = details.get("ignoredFiles") if isinstance(details, dict) else None
+        if not isinstance(details, dict) or not ignored:
+            return
+        shown = ", ".join(str(f) for f in ignored[:3]) + (", …" if len(ignored) > 3 else "")
+        self.trace.note(
+            f"{details.get('repoRoot') or self.cwd} is not trusted: not using {shown} "
+            "(--trust uses them for this run; /trust in an editor remembers)"
+        )
 
     def stopped(self, reason: str | None) -> int:
         self.trace.finish()

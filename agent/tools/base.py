@@ -17,7 +17,7 @@ import copy
 import enum
 import os
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
@@ -149,6 +149,9 @@ class ToolContext:
 
     elicitation_form: bool = False  # the client shows elicitation forms (agent.questions)
     user_present: bool = True  # somebody can answer questions (not so in `heron exec`)
+    # What a command started in a folder gets in its environment besides the usual (the
+    # session's: git settings while the project is not trusted, agent.trust.git).
+    command_env: Callable[[Path], Awaitable[dict[str, str]]] | None = None
 
     def resolve(self, path: str) -> Path:
         """An absolute, normalised path; relative paths are taken from the session cwd."""

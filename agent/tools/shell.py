@@ -150,8 +150,9 @@ class Bash(Tool[BashArgs]):
         run = _run_in_client_terminal if ctx.client_terminal else _run_locally
         sandbox = ctx.sandbox if args.sandbox and ctx.sandbox and ctx.sandbox.confining() else None
         watched = sandbox.watch() if sandbox else None
+        extra = await ctx.command_env(cwd) if ctx.command_env else {}
         # aclosing: if our consumer stops early, the runner's cleanup still runs right away.
-        async with aclosing(run(args, ctx, cwd, sandbox)) as events:
+        async with aclosing(run(args, ctx, cwd, sandbox, extra)) as events:
             async for event in events:
                 if sandbox and watched and isinstance(event, ToolResult):
                     code = event.raw_output.get("exitCode") if event.raw_output else None
@@ -202,13 +203,13 @@ def _client_env(ctx: ToolContext, sandbox: Sandbox | None) -> dict[str, str]:
 
 
 async def _run_in_client_terminal(
-    args: BashArgs, ctx: ToolContext, cwd: Path, sandbox: Sandbox | None
+    args: BashArgs, ctx: ToolContext, cwd: Path, sandbox: Sandbox | None, extra: dict[str, str]
 ) -> AsyncGenerator[ToolEvent, None]:
     if sandbox is not None:
         if not await _terminal_confines(ctx, sandbox, cwd):
             # This client runs terminals without the environment Heron gives: the command
             # runs here, confined the same, its output in the tool call instead.
-            async with aclosing(_run_locally(args, ctx, cwd, sandbox)) as events:
+            async with aclosing(_run_locally(args, ctx, cwd, sandbox, extra)) as events:
                 async for event in events:
                     yield event
             return
@@ -216,7 +217,7 @@ async def _run_in_client_terminal(
         command, argv, env = sandbox.terminal(args.command, _shell(ctx))
     else:
         command, argv, env = _shell(ctx), ["-c", args.command], {}
-    terminal_id = await _create_terminal(ctx, sandbox, command, argv, env, cwd)
+    terminal_id = await _create_terminal(ctx, sandbox, command, argv, {**extra, **env}, cwd)
     ids = TerminalParams(session_id=ctx.session_id, terminal_id=terminal_id).dump()
     embed: list[ToolCallContent] = [TerminalItem(terminal_id=terminal_id)]
 
@@ -344,7 +345,7 @@ async def _quietly(ctx: ToolContext, method: str, params: dict[str, Any]) -> Non
 
 
 async def _run_locally(
-    args: BashArgs, ctx: ToolContext, cwd: Path, sandbox: Sandbox | None
+    args: BashArgs, ctx: ToolContext, cwd: Path, sandbox: Sandbox | None, extra: dict[str, str]
 ) -> AsyncGenerator[ToolEvent, None]:
     buffer = OutputBuffer()
     tree = CommandTree()
@@ -352,6 +353,7 @@ async def _run_locally(
     env = {
         **command_env(ctx.settings, sandboxed=sandbox is not None),
         **_extra_env(sandbox),
+        **extra,
         "TERM": "dumb",
         **tree.env,
     }

@@ -79,7 +79,7 @@ class Turn:
         await self.check_configured()
         session.history.append(await user_message(blocks, session.files))
         self.asked = True
-        # Read AGENTS.md once per turn, not on every model request of the turn.
+        # The same for the whole session (rules, skills): a prompt cache keeps serving it.
         self.model.system = {"role": "system", "content": await session.system_prompt()}
         if record:
             self.record_prompt(blocks)
