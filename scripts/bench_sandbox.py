@@ -116,8 +116,8 @@ async def zygote_round(
 
 
 async def terminal_round(sandbox: Sandbox, command: str, env: dict[str, str], cwd: str) -> None:
-    program, args, extra = sandbox.terminal(command)
-    await direct_round([shutil.which(program) or program, *args], {**env, **extra}, cwd)
+    program, args, extra = sandbox.terminal(command, shutil.which("bash") or "/bin/bash")
+    await direct_round([program, *args], {**env, **extra}, cwd)
 
 
 def sandbox_for(path: str | None, workspace: str) -> Sandbox:
