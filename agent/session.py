@@ -52,6 +52,12 @@ if TYPE_CHECKING:
     from agent.tools.base import Tool, ToolContext
     from agent.undo.journal import UndoJournal
 
+# Tools a conversation can do without, left out where the model's window is small (below
+# SMALL_WINDOW tokens: a local server's 4k): their schemas, sent with every request, would
+# take a quarter of what a 4,096-token window leaves the conversation.
+OPTIONAL_TOOLS = ("ask_user", "todo_write")
+SMALL_WINDOW = 8192
+
 log = logging.getLogger("heron.session")
 
 
@@ -77,6 +83,7 @@ class Session:
         # the same from request to request.
         self.skills: SkillSet | None = None
         self.instructions: Instructions | None = None
+        self.small_window = False  # the optional tools are left out (`fit_tools`)
         # The server's settings, updated in place on a reload; `settings` adds this session's
         # picks (model, provider, thought level: agent.options).
         self.shared_settings = settings
@@ -145,6 +152,8 @@ class Session:
         """Every tool the model may call: the built-in ones, `skill` when there are skills,
         and the MCP servers' (made again by `_rebuild_tools` when those change)."""
         tools = dict(self.builtin_tools)
+        for name in OPTIONAL_TOOLS if self.small_window else ():
+            tools.pop(name, None)
         if self.skills is not None and self.skills.skills:
             from agent.skills.tool import SkillTool
 
@@ -152,6 +161,16 @@ class Session:
         if self.mcp is not None:
             tools.update({tool.name: tool for tool in self.mcp.tools()})
         return tools
+
+    def fit_tools(self, window: int) -> None:
+        """Leave out the optional tools when the model's window is small, or take them back
+        when it is not. Called before each model request: the answer changes only when the
+        window does (known at last, or a smaller one a server named), so the tools a prompt
+        cache sees stay the same."""
+        small = window < SMALL_WINDOW
+        if small != self.small_window:
+            self.small_window = small
+            self._rebuild_tools()
 
     def _rebuild_tools(self) -> None:
         """The skills or the MCP servers' tools changed: the table is made again at its next

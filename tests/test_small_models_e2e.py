@@ -129,13 +129,11 @@ def test_after_compaction_the_summary_and_the_request_are_one_user_message(
     heron, fake_llm, workspace
 ):
     fake_llm.alternation = True
-    fake_llm.script(
-        text("noted " * 300),
-        text("noted again " * 300),
-        text("SUMMARY: the user noted things."),
-        text("done"),
+    fake_llm.before_script = lambda body: (  # whenever Heron summarizes
+        text("SUMMARY: the user noted things.") if is_summary_request(body) else None
     )
-    client = heron("--context-window", "7000")
+    fake_llm.script(text("noted " * 300), text("noted again " * 300), text("done"))
+    client = heron("--context-window", "5000")
     session_id = client.new_session(workspace)
     client.prompt(session_id, "remember this: " + "alpha " * 300)
     client.prompt(session_id, "and this: " + "beta " * 300)
@@ -415,3 +413,23 @@ def test_a_window_smaller_than_herons_own_prompt_is_said_before_the_first_reques
     assert needed > 2048 and suggested >= 2 * needed  # a size that leaves room to talk
     assert "new session" not in message
     assert fake_llm.requests == []  # nothing was sent that could not work
+
+
+@pytest.mark.parametrize("window", [4096, 32768])
+def test_a_small_window_leaves_the_optional_tools_out_of_every_request(
+    heron, fake_llm, workspace, window
+):
+    llama_server(fake_llm, window, tools=True)
+    fake_llm.script(
+        tool_calls(Call("read_file", {"path": "a.txt"}, id="r")), text("read it"), text("again")
+    )
+    Path(workspace, "a.txt").write_text("a\n")
+    client = heron()
+    session_id = client.new_session(workspace)
+    client.prompt(session_id, "read a.txt")
+    client.prompt(session_id, "and now?")
+    sent = [{t["function"]["name"] for t in r.body.get("tools", [])} for r in fake_llm.requests]
+    assert len(sent) == 3 and all(names == sent[0] for names in sent)  # the same every time
+    assert {"read_file", "bash", "edit_file"} <= sent[0]
+    optional = {"ask_user", "todo_write"}
+    assert (optional & sent[0]) == (set() if window < 8192 else optional)

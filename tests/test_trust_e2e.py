@@ -453,4 +453,4 @@ def test_a_hook_planted_by_a_sandboxed_command_is_not_run_by_a_later_commit(
         Path(workspace, "a.txt").write_text("b\n")
         fake_llm.script(tool_calls(Call("bash", commit, id="again")), text("Done."))
         client.prompt(session_id, "commit again")
-        assert marker.exists(), [m for m in fake_llm.requests[-1].body["messages"] if m["role"] == "tool"][-1]
+        assert marker.exists()

@@ -140,6 +140,7 @@ class Model:
         more for the size the server names (then the request is retried) when it says it was
         too long; a server that refuses `tools` is asked again with the tools in text. A window
         too small for Heron's own instructions is said before any request."""
+        self.session.fit_tools(await context_window(self.session))
         await self.check_room()
         await self.compact_history(force=False)
         try:
@@ -160,6 +161,7 @@ class Model:
             self.session.context_limit = error.size
             overflowed(settings, error.size)
         measure(settings, *self.sent, error.prompt_tokens)
+        self.session.fit_tools(await context_window(self.session))
         await self.check_room()  # the server's count may show Heron's own part cannot fit
         return await self.compact_history(force=True)
 
