@@ -789,3 +789,25 @@ def test_a_write_beyond_the_file_size_limit_names_its_cause_and_fails_alone(
     finally:
         client.kill()
     client.assert_clean()
+
+
+def test_a_loaded_session_keeps_its_first_day_in_the_system_prompt(
+    heron, fake_llm, workspace, heron_home
+):
+    fake_llm.script(text("one"), text("two"))
+    client = heron()
+    session_id = client.new_session(workspace)
+    client.prompt(session_id, "hi")
+    client.kill()
+    conn = sqlite3.connect(store_path(heron_home), timeout=10)
+    with conn:  # as if the session began on another day
+        conn.execute(
+            "UPDATE sessions SET created_at = '2024-02-03T12:00:00.000000Z' WHERE id = ?",
+            (session_id,),
+        )
+    conn.close()
+    again = heron()
+    again.request("session/load", {"sessionId": session_id, "cwd": workspace, "mcpServers": []})
+    again.prompt(session_id, "and now?")
+    first, last = (r.body["messages"][0]["content"] for r in fake_llm.requests)
+    assert "2024-02-03" in last and "2024-02-03" not in first

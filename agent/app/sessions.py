@@ -8,6 +8,7 @@ The store itself is made on first use (the row of a new session, written once th
 from __future__ import annotations
 
 import copy
+import datetime
 import logging
 import os
 from collections.abc import Callable
@@ -121,6 +122,7 @@ class SessionStore:
             history, transcript = source.history, source.transcript.entries
             title, mode, options = source.title, source.saved_mode, source.choices.saved()
             trust = (source.trust.folder, source.trust.saved(), source.trust.git_changes)
+            first_day: str | None = source.started_on
         else:
             session_id = parsed.session_id
 
@@ -133,6 +135,7 @@ class SessionStore:
             history, transcript = stored.history, stored.transcript
             title, mode, options = stored.row.title, stored.row.mode, stored.row.options
             trust = (project_folder(Path(stored.row.cwd)), stored.row.trust, [])
+            first_day = local_date(stored.row.created_at)
         if (message := fork_message(params)) is not None:
             cut = cut_at_message(transcript, message)
             if isinstance(cut, str) or cut is None:
@@ -145,6 +148,7 @@ class SessionStore:
         session.history = answer_dangling_calls(copied[0], lambda _call_id: INTERRUPTED)
         session.transcript.replace(copied[1])
         session.title = title
+        session.started_on = first_day or session.started_on  # the same prompt: a cache serves it
         if mode:
             session.mode = session.saved_mode = mode
         session.choices.restore(options)
@@ -351,6 +355,9 @@ def _put_back(session: Session, stored: StoredSession, saver: Saver) -> None:
         session.mode = session.saved_mode = stored.row.mode
     session.choices.restore(stored.row.options)
     session.trust.restore(stored.row.trust)
+    # The system prompt holds the session's first day: the same again after a load, so a
+    # server's prompt cache still serves the conversation.
+    session.started_on = local_date(stored.row.created_at) or session.started_on
     for update in stored.transcript:
         if update.get("sessionUpdate") == "tool_call" and update.get("toolCallId"):
             session.new_call_id(update["toolCallId"])  # new calls must not reuse these ids
@@ -362,6 +369,15 @@ async def _end(session: Session) -> None:
     its last step."""
     await session.aclose()
     await session.wait_idle()
+
+
+def local_date(stamp: str) -> str | None:
+    """The local calendar day of a stored UTC time (`agent.store.saver.now`), if readable."""
+    try:
+        moment = datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except (TypeError, ValueError):
+        return None
+    return moment.astimezone().date().isoformat()
 
 
 def fork_message(params: dict[str, Any]) -> str | None:
