@@ -95,14 +95,14 @@ def config_values(files: list[str], home: str) -> list[tuple[str, str, str]]:
         if path in seen:
             continue
         seen.add(path)
-        for key, value in _parse(read_small(path) or ""):
+        for key, value in config_entries(read_small(path) or ""):
             values.append((path, key, value))
             if key == "include.path" or (key.startswith("includeif.") and key.endswith(".path")):
                 todo.append(_resolve(value, os.path.dirname(path), home))
     return values
 
 
-def _parse(text: str) -> list[tuple[str, str]]:
+def config_entries(text: str) -> list[tuple[str, str]]:
     """Git config syntax, enough to find keys: `[section]`, `[section "sub"]`, `[section.sub]`,
     `key = value` (quotes removed), comments."""
     found: list[tuple[str, str]] = []
@@ -123,7 +123,7 @@ def _parse(text: str) -> list[tuple[str, str]]:
 
 
 def submodule_paths(gitmodules: str) -> list[str]:
-    return [v for k, v in _parse(gitmodules) if k.endswith(".path")][:MAX_SUBMODULES]
+    return [v for k, v in config_entries(gitmodules) if k.endswith(".path")][:MAX_SUBMODULES]
 
 
 def _resolve(value: str, base: str, home: str) -> str:

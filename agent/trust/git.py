@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from agent.files.workspace import repository_root
+from agent.sandbox.gitmeta import config_entries
 
 log = logging.getLogger("heron.trust")
 
@@ -247,7 +248,7 @@ def planted(root: Path) -> list[str]:
             text = f.read(MAX_CONFIG_BYTES).decode("utf-8", errors="replace")
     except OSError:
         text = ""
-    for key, value in _config_keys(text):
+    for key, value in config_entries(text):
         if key.endswith(".required"):
             continue  # a filter's switch, not a program
         if harmless_value(key, value) is not None or key.lower().startswith("include"):
@@ -264,24 +265,3 @@ def planted(root: Path) -> list[str]:
         if runnable and not entry.name.endswith(".sample"):
             found.append(f".git/hooks/{entry.name}")
     return found
-
-
-def _config_keys(text: str) -> list[tuple[str, str]]:
-    """(key, value) of a git config file, roughly (for showing what it sets, not for
-    deciding: git itself is asked for that)."""
-    keys: list[tuple[str, str]] = []
-    section = ""
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#;":
-            continue
-        if line.startswith("["):
-            header = line[1 : line.find("]")] if "]" in line else line[1:]
-            name, _, sub = header.partition(" ")
-            sub = sub.strip().strip('"')
-            section = f"{name.lower()}.{sub}" if sub else name.lower()
-            continue
-        name, _, value = line.partition("=")
-        if section and name.strip():
-            keys.append((f"{section}.{name.strip().lower()}", value.strip().strip('"')))
-    return keys
