@@ -1,5 +1,5 @@
 """scripts/test installs only when pyproject.toml changed (a stamp in .venv), checks the types
-(mypy), then runs pytest; a type error stops it before the tests."""
+(mypy), compiles Heron once, then runs pytest; a type error stops it before the tests."""
 
 from __future__ import annotations
 
@@ -44,8 +44,8 @@ def test_scripts_test_reinstalls_only_when_pyproject_changes(tmp_path: Path):
     first = run()
     assert any("-m pip install" in line for line in first) and "pytest" in first[-1]
     second = run()
-    assert second[0] == "-m mypy agent"
-    assert len(second) == 2 and second[1].startswith("-m pytest") and second[1].endswith("-k x")
+    assert second[:2] == ["-m mypy agent", "-m compileall -q agent"]  # Heron compiled once
+    assert len(second) == 3 and second[2].startswith("-m pytest") and second[2].endswith("-k x")
     with (tmp_path / "pyproject.toml").open("a") as f:
         f.write("\n# a change\n")
     assert any("-m pip install" in line for line in run())
