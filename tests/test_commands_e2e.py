@@ -20,6 +20,7 @@ from conftest import trust_folder
 from fake_openai import Call, text, tool_calls
 
 from agent.sandbox import available as sandbox_available
+from agent.sandbox.landlock import abi_version
 
 BUILTINS = ["help", "compact", "init", "undo", "rewind", "model", "mode", "trust", "rules"]
 
@@ -295,6 +296,16 @@ def test_mode_lists_and_switches_the_permission_mode(heron, fake_llm, workspace)
     client.prompt(session_id, "Write new.txt")
     assert not [r for r in client.agent_requests if r.method == "session/request_permission"]
     assert Path(workspace, "new.txt").read_text() == "x\n"
+
+
+@pytest.mark.skipif(abi_version() < 6, reason="Landlock alone confines from ABI 6 only")
+def test_mode_auto_says_when_this_sessions_folders_leave_no_sandbox(heron, heron_home):
+    """The machine has Landlock alone, but the session's folder holds the home folder, whose
+    dotfiles Landlock cannot keep read-only: /mode auto says commands ask, and why."""
+    client = heron(env={"HERON_SANDBOX": "landlock"})
+    session_id = client.new_session(str(heron_home))
+    auto = said(client.prompt(session_id, "/mode auto"))
+    assert "commands ask" in auto and "home folder" in auto, auto
 
 
 # -- the user's commands ---------------------------------------------------------------------

@@ -25,10 +25,10 @@ from agent.context.usage import FIXED, HISTORY, chars_per_token, context_size, e
 from agent.files.paths import home_relative
 from agent.llm import LLMError
 from agent.options.catalog import MODE_INFO
-from agent.sandbox import available as sandbox_available
 
 if TYPE_CHECKING:
     from agent.commands.conversation import Conversation
+    from agent.sandbox import Sandbox
 
 Handler = Callable[["Conversation", Invocation], Awaitable[StopReason]]
 
@@ -186,17 +186,19 @@ async def _choose(turn: Conversation, call: Invocation, option_id: str, label: s
         return "end_turn"
     now = pickers.current(session, option_id)
     if option_id == "mode":  # what the user just allowed, and what stays blocked
-        turn.updates.say(f"The {label} is now `{now}`: {mode_summary(now)}")
+        turn.updates.say(f"The {label} is now `{now}`: {mode_summary(now, session.sandbox)}")
     else:
         turn.updates.say(f"The {label} is now `{now}`.")
     return "end_turn"
 
 
-def mode_summary(mode: str) -> str:
-    """What `mode` lets run and what it stops, in one line (the picker's description)."""
+def mode_summary(mode: str, sandbox: Sandbox) -> str:
+    """What `mode` lets run and what it stops, in one line (the picker's description); for
+    auto, whether this session's sandbox confines (the answer its commands get)."""
     summary = MODE_INFO[mode][1]
-    if mode == "auto" and not sandbox_available():
-        summary += " No sandbox can be made here, so commands ask, as in ask mode."
+    layers = sandbox.layers()
+    if mode == "auto" and layers.path is None:
+        summary += f" No sandbox here ({layers.missing}), so commands ask, as in ask mode."
     return summary
 
 

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
     from agent.acp.protocol import PromptBlock, SessionUpdate, StopReason
     from agent.context.instructions import Instructions
+    from agent.sandbox import Sandbox
     from agent.store.saver import Saver
     from agent.tools.base import Tool, ToolResult
     from agent.undo.journal import UndoJournal
@@ -37,6 +38,10 @@ class ConversationState(CommandHost, OptionHolder, Rewindable, Protocol):
 
     @property
     def undo(self) -> UndoJournal: ...
+
+    @property
+    def sandbox(self) -> Sandbox:
+        """Where its commands run in auto mode (whether one confines them here)."""
 
     def tool_specs(self) -> list[dict[str, Any]]:
         """The tools a request sends (they count in the window)."""
